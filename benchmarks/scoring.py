@@ -1,0 +1,122 @@
+"""Scoring cost on the embedded judge: naive full prompts vs cached prefix vs batched suffixes.
+
+For one SummEval sample and 20 criteria it prints seconds per criterion of
+  naive      - every criterion prompt run whole, nothing shared;
+  sequential - the sample's KV cache computed once, criterion suffixes run one by one;
+  batched    - the sample's KV cache computed once, all suffixes in one batch;
+the same for likelihood mode (instruction + text), and the speed-ups. Figures only, no asserts.
+
+    python benchmarks/scoring.py [--naive-criteria 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+from hdeval.criteria import CriteriaTree, Criterion
+from hdeval.embedded import pull
+from hdeval.llm.local import TransformersBackend
+from hdeval.prompts import (
+    TaskSpec,
+    criterion_prompt,
+    likelihood_instruction,
+    output_segment,
+    source_segment,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+TASK = TaskSpec()
+ASPECTS = {
+    "coherence": ["sentence order", "discourse markers", "topic focus", "no repetition", "flow"],
+    "consistency": ["entity facts", "numbers", "no invented claims", "causal claims", "quotes"],
+    "fluency": ["grammar", "spelling", "punctuation", "word choice", "readability"],
+    "relevance": ["main point", "key details", "no trivia", "coverage", "conciseness"],
+}
+
+
+def twenty_criteria() -> CriteriaTree:
+    nodes = []
+    for aspect, children in ASPECTS.items():
+        nodes.append(Criterion(aspect, aspect, f"the overall {aspect} of the summary", None, 1))
+        nodes += [
+            Criterion(f"{aspect}.{i}", name, f"how well the summary does on {name}", aspect, 2)
+            for i, name in enumerate(children)
+        ]
+    return CriteriaTree(nodes)
+
+
+def timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--naive-criteria", type=int, default=5, help="criteria timed naively")
+    args = parser.parse_args()
+
+    with open(REPO / "data" / "summeval" / "summeval.jsonl", encoding="utf-8") as handle:
+        row = json.loads(handle.readline())
+    backend = TransformersBackend(pull())
+    tree = twenty_criteria()
+    leaves = tree.layer(2)
+    suffixes = [criterion_prompt(TASK, c, tree.parent(c)) for c in leaves]
+    segments = [source_segment(TASK, row["source"]), output_segment(TASK, row["output"])]
+    n = len(suffixes)
+    print(
+        f"machine: {platform.processor() or platform.machine()}, torch threads "
+        f"{torch.get_num_threads()}, dtype {backend.dtype}, model {backend.identity}"
+    )
+    print(
+        f"prompt tokens: prefix {len(backend._encode(backend.render(segments, '')))}, "
+        f"suffix ~{len(backend._encode(suffixes[0]))}"
+    )
+
+    backend.digit_scores(segments, suffixes[:1])  # warm-up
+    k = min(args.naive_criteria, n)
+    naive = timed(lambda: backend.digit_scores_full(segments, suffixes[:k])) / k
+
+    def cold_prefix() -> None:
+        backend._prefix_cache.clear()
+
+    cold_prefix()
+    sequential = timed(lambda: [backend.digit_scores(segments, [s]) for s in suffixes]) / n
+    cold_prefix()
+    batched_total = timed(lambda: backend.digit_scores(segments, suffixes))
+    marginal = timed(lambda: backend.digit_scores(segments, suffixes)) / n
+    batched = batched_total / n
+
+    print("\n[prompt mode] seconds per criterion (20 criteria, one sample)")
+    print(f"  naive full prompt        {naive:7.3f}   (timed on {k} criteria)")
+    print(f"  sequential cached prefix {sequential:7.3f}   speed-up {naive / sequential:5.1f}x")
+    print(f"  batched suffixes         {batched:7.3f}   speed-up {naive / batched:5.1f}x")
+    print(f"  marginal criterion (prefix already cached, batched) {marginal:7.3f}")
+
+    instructions = [likelihood_instruction(TASK, c, tree.parent(c)) for c in leaves]
+    items = [(text, row["output"]) for text in instructions]
+    source = segments[:1]
+    naive_lik = timed(lambda: backend.loglikelihoods_full(source, items[:k])) / k
+    cold_prefix()
+    batched_lik_total = timed(lambda: backend.loglikelihoods(source, items))
+    marginal_lik = timed(lambda: backend.loglikelihoods(source, items)) / n
+    print("\n[likelihood mode] seconds per criterion (20 criteria, one sample)")
+    print(f"  naive full prompt        {naive_lik:7.3f}   (timed on {k} criteria)")
+    print(
+        f"  batched, document cached {batched_lik_total / n:7.3f}   "
+        f"speed-up {naive_lik * n / batched_lik_total:5.1f}x"
+    )
+    print(f"  marginal criterion       {marginal_lik:7.3f}")
+    print("\n[per row] seconds for one sample on all 20 criteria")
+    print(f"  prompt naive {naive * n:6.2f}  batched {batched_total:6.2f}")
+    print(f"  likelihood naive {naive_lik * n:6.2f}  batched {batched_lik_total:6.2f}")
+
+
+if __name__ == "__main__":
+    main()

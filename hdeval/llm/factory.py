@@ -1,0 +1,37 @@
+"""Build the configured LLM backend."""
+
+from __future__ import annotations
+
+from hdeval.config import LLMConfig
+from hdeval.llm.types import LLMBackend
+
+
+def make_backend(config: LLMConfig) -> LLMBackend:
+    """Instantiate the backend ``config`` names (importing torch only when it is local)."""
+    if config.backend == "openai":
+        from hdeval.llm.openai_compat import OpenAICompatibleBackend
+
+        return OpenAICompatibleBackend(
+            base_url=config.base_url,
+            model=config.model,
+            api_key_env=config.api_key_env,
+            concurrency=config.concurrency,
+            timeout=config.timeout,
+            max_retries=config.max_retries,
+            min_digit_mass=config.min_digit_mass,
+        )
+    from hdeval.llm.local import TransformersBackend
+
+    if config.backend == "embedded":
+        from hdeval import embedded
+
+        path = embedded.pull()
+    else:
+        path = config.model_path
+    return TransformersBackend(
+        path,
+        dtype=config.dtype,
+        device=config.device,
+        max_batch=config.max_batch,
+        min_digit_mass=config.min_digit_mass,
+    )

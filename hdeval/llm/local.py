@@ -1,0 +1,339 @@
+"""Local transformers backend with shared-prefix KV caching and batched criterion suffixes.
+
+A request is ``chat_head + segment_1 + ... + segment_n + suffix + chat_tail``. The KV cache of
+every prefix level (``head + segment_1``, ``head + segment_1 + segment_2`` ...) is kept in a small
+LRU, so the source document is encoded once for all texts of that document and the text once for
+all its criteria. The suffixes of one call run as one right-padded batch over the shared cache, and
+the vocabulary projection is applied only to the positions whose logits are needed.
+
+Segments are tokenised separately and concatenated, so a boundary must not split a token: every
+prompt template ends its segments with a newline and starts the next with a non-space character.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import logging
+import os
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from hdeval.embedded import MANIFEST, sha256_file
+from hdeval.errors import ConfigError
+from hdeval.llm.digits import DEFAULT_MIN_MASS
+from hdeval.llm.types import SCORE_DIGITS, DigitScore, LogLikelihood
+
+log = logging.getLogger(__name__)
+
+_PLACEHOLDER = "\u2063HDEVAL_MESSAGE\u2063"
+
+
+def cpu_supports_bf16() -> bool:
+    """True where bf16 matmuls are native on this CPU (AVX512-BF16 or AMX)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def resolve_dtype(name: str) -> torch.dtype:
+    if name == "auto":
+        if torch.cuda.is_available() or cpu_supports_bf16():
+            return torch.bfloat16
+        return torch.float32
+    try:
+        return {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[
+            name
+        ]
+    except KeyError as exc:
+        raise ConfigError(
+            f"llm.dtype must be auto, bfloat16, float16 or float32, got {name!r}"
+        ) from exc
+
+
+def weights_fingerprint(path: Path) -> str:
+    """sha256 identifying a model's weights: the source GGUF hash or the weight files' hashes."""
+    if path.is_file():
+        return sha256_file(path)
+    manifest = path / MANIFEST
+    if manifest.is_file():
+        return json.loads(manifest.read_text())["source_sha256"]
+    files = sorted(p for p in path.iterdir() if p.suffix in {".safetensors", ".bin", ".gguf"})
+    if not files:
+        raise ConfigError(f"no weight files (*.safetensors, *.bin, *.gguf) in {path}")
+    sidecar = path / ".hdeval-fingerprint.json"
+    stamp = [[p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in files]
+    if sidecar.is_file():
+        cached = json.loads(sidecar.read_text())
+        if cached.get("stamp") == stamp:
+            return cached["sha256"]
+    import hashlib
+
+    digest = hashlib.sha256("".join(sha256_file(p) for p in files).encode()).hexdigest()
+    with contextlib.suppress(OSError):
+        sidecar.write_text(json.dumps({"stamp": stamp, "sha256": digest}))
+    return digest
+
+
+class TransformersBackend:
+    """A causal LM from a Hugging Face directory or a GGUF file, run with transformers."""
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        dtype: str = "auto",
+        device: str = "cpu",
+        max_batch: int = 32,
+        prefix_cache_size: int = 4,
+        min_digit_mass: float = DEFAULT_MIN_MASS,
+        threads: int | None = None,
+    ) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        path = Path(model_path).expanduser()
+        if not path.exists():
+            raise ConfigError(f"llm.model_path {path} does not exist")
+        if threads:
+            torch.set_num_threads(threads)
+        self.dtype = resolve_dtype(dtype)
+        self.device = torch.device(device)
+        load_dir, gguf = (path.parent, path.name) if path.is_file() else (path, None)
+        self.tokenizer = AutoTokenizer.from_pretrained(load_dir, gguf_file=gguf)
+        self.model = AutoModelForCausalLM.from_pretrained(
+            load_dir, gguf_file=gguf, dtype=self.dtype
+        )
+        self.model.to(self.device).eval()
+        self.max_batch = max_batch
+        self.min_digit_mass = min_digit_mass
+        self.identity = (
+            f"transformers:{path.name}:{weights_fingerprint(path)[:16]}:{str(self.dtype)[6:]}"
+        )
+        self._head_ids, self._tail_ids = self._chat_frame()
+        self._pad_id = self.tokenizer.pad_token_id or self.tokenizer.eos_token_id or 0
+        self._digit_ids = self._single_token_ids(SCORE_DIGITS)
+        self._prefix_cache: OrderedDict[tuple[int, ...], object] = OrderedDict()
+        self._prefix_cache_size = prefix_cache_size
+        self.stats = {"prefix_tokens": 0, "suffix_tokens": 0, "prefix_hits": 0}
+
+    # ----------------------------------------------------------------- prompt framing
+    def _chat_frame(self) -> tuple[list[int], list[int]]:
+        """Token ids before and after the user message in the model's chat template."""
+        if self.tokenizer.chat_template is None:
+            return [], []
+        rendered = self.tokenizer.apply_chat_template(
+            [{"role": "user", "content": _PLACEHOLDER}], tokenize=False, add_generation_prompt=True
+        )
+        head, tail = rendered.split(_PLACEHOLDER)
+        return self._encode(head), self._encode(tail)
+
+    def _encode(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def _single_token_ids(self, digits: Sequence[str]) -> list[int]:
+        ids = []
+        for digit in digits:
+            encoded = self._encode(digit)
+            if len(encoded) != 1:
+                raise ConfigError(f"the tokenizer splits score digit {digit!r}; use another model")
+            ids.append(encoded[0])
+        return ids
+
+    def render(self, segments: Sequence[str], suffix: str) -> str:
+        """The whole prompt text as the model sees it (for tests and debugging)."""
+        head = self.tokenizer.decode(self._head_ids)
+        tail = self.tokenizer.decode(self._tail_ids)
+        return head + "".join(segments) + suffix + tail
+
+    # ----------------------------------------------------------------- KV cache of prefixes
+    @torch.inference_mode()
+    def _prefix_state(self, segments: Sequence[str]) -> tuple[object, int]:
+        """KV cache and length of ``head + segments``, reusing the longest cached level."""
+        levels: list[tuple[int, ...]] = []
+        ids = list(self._head_ids)
+        for segment in segments:
+            ids = ids + self._encode(segment)
+            levels.append(tuple(ids))
+        if not levels:
+            raise ValueError("at least one prompt segment is required")
+        start, cache = 0, None
+        for depth in range(len(levels) - 1, -1, -1):
+            if levels[depth] in self._prefix_cache:
+                self._prefix_cache.move_to_end(levels[depth])
+                cache, start = self._prefix_cache[levels[depth]], depth + 1
+                self.stats["prefix_hits"] += 1
+                break
+        done = len(levels[start - 1]) if start else 0
+        for depth in range(start, len(levels)):
+            new_ids = levels[depth][done:]
+            cache = self._extend(copy.deepcopy(cache) if cache is not None else None, new_ids, done)
+            done = len(levels[depth])
+            self._remember(levels[depth], cache)
+        return cache, done
+
+    def _extend(self, cache: object, new_ids: Sequence[int], past: int) -> object:
+        from transformers import DynamicCache
+
+        if cache is None:
+            cache = DynamicCache(config=self.model.config)
+        if new_ids:
+            input_ids = torch.tensor([list(new_ids)], device=self.device)
+            self.model.get_decoder()(
+                input_ids=input_ids,
+                position_ids=torch.arange(past, past + len(new_ids), device=self.device)[None],
+                past_key_values=cache,
+                use_cache=True,
+            )
+            self.stats["prefix_tokens"] += len(new_ids)
+        return cache
+
+    def _remember(self, key: tuple[int, ...], cache: object) -> None:
+        self._prefix_cache[key] = cache
+        self._prefix_cache.move_to_end(key)
+        while len(self._prefix_cache) > self._prefix_cache_size:
+            self._prefix_cache.popitem(last=False)
+
+    # ----------------------------------------------------------------- batched suffix pass
+    @torch.inference_mode()
+    def _suffix_hidden(
+        self,
+        cache: object,
+        past: int,
+        rows: Sequence[Sequence[int]],
+        positions: Sequence[Sequence[int]],
+    ) -> list[torch.Tensor]:
+        """Final hidden states at ``positions`` of each suffix row, one batch over ``cache``."""
+        width = max(len(r) for r in rows)
+        batch = len(rows)
+        input_ids = torch.full((batch, width), self._pad_id, dtype=torch.long, device=self.device)
+        mask = torch.zeros((batch, past + width), dtype=torch.long, device=self.device)
+        mask[:, :past] = 1
+        for i, row in enumerate(rows):
+            input_ids[i, : len(row)] = torch.tensor(row, device=self.device)
+            mask[i, past : past + len(row)] = 1
+        position_ids = torch.arange(past, past + width, device=self.device)[None].expand(batch, -1)
+        batch_cache = copy.deepcopy(cache)
+        batch_cache.batch_repeat_interleave(batch)
+        hidden = self.model.get_decoder()(
+            input_ids=input_ids,
+            attention_mask=mask,
+            position_ids=position_ids,
+            past_key_values=batch_cache,
+            use_cache=True,
+        ).last_hidden_state
+        self.stats["suffix_tokens"] += sum(len(r) for r in rows)
+        return [hidden[i, list(pos)] for i, pos in enumerate(positions)]
+
+    def _logprobs(self, hidden: torch.Tensor) -> torch.Tensor:
+        logits = self.model.get_output_embeddings()(hidden).float()
+        return torch.log_softmax(logits, dim=-1)
+
+    def _chunks(self, n: int) -> list[range]:
+        return [range(i, min(i + self.max_batch, n)) for i in range(0, n, self.max_batch)]
+
+    # ----------------------------------------------------------------- public interface
+    @torch.inference_mode()
+    def digit_scores(self, segments: Sequence[str], suffixes: Sequence[str]) -> list[DigitScore]:
+        cache, past = self._prefix_state(segments)
+        results: list[DigitScore] = []
+        for chunk in self._chunks(len(suffixes)):
+            rows = [self._encode(suffixes[i]) + self._tail_ids for i in chunk]
+            hidden = self._suffix_hidden(cache, past, rows, [[len(r) - 1] for r in rows])
+            for h in hidden:
+                results.append(self._digit_score(self._logprobs(h)[0]))
+        return results
+
+    def _digit_score(self, logprobs: torch.Tensor) -> DigitScore:
+        probs = logprobs[self._digit_ids].exp().double()
+        mass = float(probs.sum())
+        if mass < self.min_digit_mass:
+            top = torch.topk(logprobs, 5)
+            shown = ", ".join(
+                f"{self.tokenizer.decode([int(i)])!r}:{float(v.exp()):.2f}"
+                for v, i in zip(top.values, top.indices, strict=True)
+            )
+            return DigitScore(
+                mass=mass,
+                failure=(
+                    f"digit mass {mass:.3f} below {self.min_digit_mass}; top reply tokens: {shown}"
+                ),
+            )
+        return DigitScore(probs=tuple(float(p) for p in probs / mass), mass=mass)
+
+    @torch.inference_mode()
+    def loglikelihoods(
+        self, segments: Sequence[str], items: Sequence[tuple[str, str]]
+    ) -> list[LogLikelihood]:
+        cache, past = self._prefix_state(segments)
+        results: list[LogLikelihood] = []
+        for chunk in self._chunks(len(items)):
+            rows, positions, targets = [], [], []
+            for i in chunk:
+                instruction, continuation = items[i]
+                context = self._encode(instruction) + self._tail_ids
+                answer = self._encode(continuation)
+                if not answer:
+                    raise ValueError(f"empty continuation for item {i}")
+                rows.append(context + answer)
+                positions.append(range(len(context) - 1, len(context) + len(answer) - 1))
+                targets.append(answer)
+            for h, answer in zip(
+                self._suffix_hidden(cache, past, rows, positions), targets, strict=True
+            ):
+                logprobs = self._logprobs(h)
+                token_lp = logprobs[torch.arange(len(answer)), torch.tensor(answer)]
+                results.append(
+                    LogLikelihood(sum=float(token_lp.double().sum()), n_tokens=len(answer))
+                )
+        return results
+
+    @torch.inference_mode()
+    def generate(self, prompt: str, max_new_tokens: int = 512) -> str:
+        ids = self._head_ids + self._encode(prompt) + self._tail_ids
+        input_ids = torch.tensor([ids], device=self.device)
+        output = self.model.generate(
+            input_ids,
+            attention_mask=torch.ones_like(input_ids),
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            pad_token_id=self._pad_id,
+        )
+        return self.tokenizer.decode(output[0, len(ids) :], skip_special_tokens=True).strip()
+
+    # ----------------------------------------------------------------- reference path for tests
+    @torch.inference_mode()
+    def digit_scores_full(
+        self, segments: Sequence[str], suffixes: Sequence[str]
+    ) -> list[DigitScore]:
+        """Like :meth:`digit_scores`, but each prompt tokenised whole and run without a cache."""
+        results = []
+        for suffix in suffixes:
+            ids = self._encode(self.render(segments, suffix))
+            logits = self.model(input_ids=torch.tensor([ids], device=self.device)).logits[0, -1]
+            results.append(self._digit_score(torch.log_softmax(logits.float(), dim=-1)))
+        return results
+
+    @torch.inference_mode()
+    def loglikelihoods_full(
+        self, segments: Sequence[str], items: Sequence[tuple[str, str]]
+    ) -> list[LogLikelihood]:
+        """Reference log-likelihoods: each prompt run whole, without any cache."""
+        results = []
+        for instruction, continuation in items:
+            context = self._encode(self.render(segments, instruction))
+            answer = self._encode(continuation)
+            ids = torch.tensor([context + answer], device=self.device)
+            logprobs = torch.log_softmax(self.model(input_ids=ids).logits[0].float(), dim=-1)
+            rows = torch.arange(len(context) - 1, len(context) + len(answer) - 1)
+            token_lp = logprobs[rows, torch.tensor(answer)]
+            results.append(LogLikelihood(sum=float(token_lp.double().sum()), n_tokens=len(answer)))
+        return results
+
+
+def default_threads() -> int:
+    return max(1, len(os.sched_getaffinity(0)))

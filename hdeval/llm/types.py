@@ -1,0 +1,90 @@
+"""The backend interface and the results it returns.
+
+A prompt is given as *segments*: shared parts first (for example the source document, then the
+text under evaluation), then one suffix per criterion. Backends may reuse the computation of the
+shared segments across suffixes and across calls; the answer must not depend on whether they do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Protocol, runtime_checkable
+
+SCORE_DIGITS: tuple[str, ...] = ("1", "2", "3", "4", "5")
+
+
+@dataclass(frozen=True)
+class DigitScore:
+    """The judge's next-token distribution over the score digits "1".."5".
+
+    ``probs`` are renormalised over the digits; ``mass`` is the un-normalised probability the
+    model put on them. When ``failure`` is set the reply could not be read as a score and
+    ``expected`` is ``None``: a failure is never turned into a number.
+    """
+
+    probs: tuple[float, ...] = field(default_factory=tuple)
+    mass: float = 0.0
+    failure: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+    @property
+    def expected(self) -> float | None:
+        """Expected score sum d * p(d), or None for a failure."""
+        if self.failure is not None:
+            return None
+        return float(sum((i + 1) * p for i, p in enumerate(self.probs)))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> DigitScore:
+        return cls(probs=tuple(data["probs"]), mass=data["mass"], failure=data.get("failure"))
+
+
+@dataclass(frozen=True)
+class LogLikelihood:
+    """Log-probability of a continuation given a prompt: sum and per-token mean (nats)."""
+
+    sum: float
+    n_tokens: int
+
+    @property
+    def mean(self) -> float:
+        return self.sum / self.n_tokens
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> LogLikelihood:
+        return cls(sum=data["sum"], n_tokens=data["n_tokens"])
+
+
+@runtime_checkable
+class LLMBackend(Protocol):
+    """What hdeval needs from an LLM.
+
+    ``identity`` names everything about the model that changes its answers (weights hash or server
+    model name, precision); it is part of every cache key.
+    """
+
+    identity: str
+
+    def digit_scores(self, segments: Sequence[str], suffixes: Sequence[str]) -> list[DigitScore]:
+        """Score each ``segments + suffix`` user message by the first reply token over 1..5."""
+        ...
+
+    def loglikelihoods(
+        self, segments: Sequence[str], items: Sequence[tuple[str, str]]
+    ) -> list[LogLikelihood]:
+        """Per (instruction, continuation): log p(continuation as reply | segments, instruction)."""
+        ...
+
+    def generate(self, prompt: str, max_new_tokens: int = 512) -> str:
+        """Greedy reply to one user message."""
+        ...

@@ -1,0 +1,229 @@
+"""Score samples on criteria with an LLM: cached, resumable, prefix-shared.
+
+Feature columns are named ``prompt:<criterion id>`` (expected 1..5 score from the hierarchy-aware
+prompt), ``lik:<criterion id>`` (mean token log-likelihood of the text given an instruction naming
+the criterion) and ``lik:_text`` (the same without any criterion, the reference the criterion
+columns lift over). A failed score is NaN in the table and a :class:`ScoringFailure` in the run;
+it is never cached as a result, so the next run retries it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from hdeval.cache import ResultCache, cache_key
+from hdeval.criteria import CriteriaTree, Criterion
+from hdeval.errors import HDEvalError
+from hdeval.llm.types import DigitScore, LLMBackend, LogLikelihood
+from hdeval.prompts import (
+    TEMPLATE_VERSION,
+    TaskSpec,
+    criterion_prompt,
+    likelihood_instruction,
+    output_segment,
+    source_segment,
+)
+
+log = logging.getLogger(__name__)
+
+Mode = Literal["prompt", "likelihood"]
+UNCONDITIONED = "lik:_text"
+
+
+@dataclass(frozen=True)
+class ScoringFailure:
+    sample_id: str
+    column: str
+    reason: str
+
+
+@dataclass
+class ScoringRun:
+    """Features of every sample, and what it cost."""
+
+    features: pd.DataFrame
+    failures: list[ScoringFailure] = field(default_factory=list)
+    computed: int = 0
+    cached: int = 0
+
+    def summary(self) -> str:
+        total = self.computed + self.cached
+        rate = self.cached / total if total else 1.0
+        return (
+            f"{len(self.features)} samples x {self.features.shape[1]} features: "
+            f"{self.computed} LLM scores computed, {self.cached} from cache "
+            f"({rate:.0%} hit rate), {len(self.failures)} failed"
+        )
+
+
+@dataclass(frozen=True)
+class _Request:
+    column: str
+    key: str
+    suffix: str
+
+
+def feature_columns(
+    criteria: Sequence[Criterion], modes: Sequence[Mode], unconditioned: bool = True
+) -> list[str]:
+    columns = []
+    if "prompt" in modes:
+        columns += [f"prompt:{c.id}" for c in criteria]
+    if "likelihood" in modes:
+        columns += [f"lik:{c.id}" for c in criteria]
+        if unconditioned:
+            columns.append(UNCONDITIONED)
+    return columns
+
+
+class CriterionScorer:
+    """Scores a table of samples on criteria of a tree, through a result cache."""
+
+    def __init__(
+        self,
+        backend: LLMBackend,
+        cache: ResultCache,
+        task: TaskSpec | None = None,
+        modes: Sequence[Mode] = ("prompt",),
+        unconditioned: bool = True,
+    ) -> None:
+        unknown = set(modes) - {"prompt", "likelihood"}
+        if unknown or not modes:
+            raise HDEvalError(f"scoring modes must be 'prompt' and/or 'likelihood', got {modes}")
+        self.backend = backend
+        self.cache = cache
+        self.task = task or TaskSpec()
+        self.modes = tuple(modes)
+        self.unconditioned = unconditioned
+
+    # ----------------------------------------------------------------- requests per sample
+    def _prompt_requests(
+        self, tree: CriteriaTree, criteria: Sequence[Criterion], segments: list[str]
+    ) -> list[_Request]:
+        requests = []
+        for c in criteria:
+            suffix = criterion_prompt(self.task, c, tree.parent(c))
+            key = cache_key("digits", self.backend.identity, TEMPLATE_VERSION, segments, suffix)
+            requests.append(_Request(f"prompt:{c.id}", key, suffix))
+        return requests
+
+    def _likelihood_requests(
+        self, tree: CriteriaTree, criteria: Sequence[Criterion], segments: list[str], output: str
+    ) -> list[_Request]:
+        pairs = [
+            (f"lik:{c.id}", likelihood_instruction(self.task, c, tree.parent(c))) for c in criteria
+        ]
+        if self.unconditioned:
+            pairs.append((UNCONDITIONED, likelihood_instruction(self.task, None, None)))
+        return [
+            _Request(
+                column,
+                cache_key(
+                    "loglik", self.backend.identity, TEMPLATE_VERSION, segments, text, output
+                ),
+                text,
+            )
+            for column, text in pairs
+        ]
+
+    # ----------------------------------------------------------------- main loop
+    def score(
+        self,
+        samples: pd.DataFrame,
+        tree: CriteriaTree,
+        criterion_ids: Sequence[str] | None = None,
+        progress: bool = True,
+    ) -> ScoringRun:
+        """Score ``samples`` (indexed by id; columns doc_id, source, output) on the criteria.
+
+        Samples are visited grouped by document so a document's prefix is computed once.
+        Results are written to the cache after every sample.
+        """
+        criteria = [tree.get(i) for i in criterion_ids] if criterion_ids else list(tree)
+        columns = feature_columns(criteria, self.modes, self.unconditioned)
+        table = pd.DataFrame(np.nan, index=samples.index, columns=columns, dtype=float)
+        run = ScoringRun(features=table)
+        order = samples.sort_values("doc_id", kind="stable").index
+        bar = tqdm(order, desc="LLM scoring", unit="sample", disable=not progress)
+        for sample_id in bar:
+            row = samples.loc[sample_id]
+            try:
+                self._score_sample(str(sample_id), row, tree, criteria, run)
+            except HDEvalError:
+                raise
+            except Exception as exc:
+                raise HDEvalError(
+                    f"scoring sample {sample_id!r} failed: {type(exc).__name__}: {exc}; "
+                    "every score finished before it is kept in the cache"
+                ) from exc
+            bar.set_postfix(computed=run.computed, cached=run.cached, failed=len(run.failures))
+        log.info(run.summary())
+        return run
+
+    def _score_sample(
+        self,
+        sample_id: str,
+        row: pd.Series,
+        tree: CriteriaTree,
+        criteria: list[Criterion],
+        run: ScoringRun,
+    ) -> None:
+        source = source_segment(self.task, row["source"])
+        if "prompt" in self.modes:
+            segments = [source, output_segment(self.task, row["output"])]
+            requests = self._prompt_requests(tree, criteria, segments)
+            self._resolve(
+                sample_id,
+                requests,
+                run,
+                "digits",
+                lambda todo: self.backend.digit_scores(segments, [r.suffix for r in todo]),
+            )
+        if "likelihood" in self.modes:
+            output = row["output"].strip()
+            requests = self._likelihood_requests(tree, criteria, [source], output)
+            self._resolve(
+                sample_id,
+                requests,
+                run,
+                "loglik",
+                lambda todo: self.backend.loglikelihoods(
+                    [source], [(r.suffix, output) for r in todo]
+                ),
+            )
+
+    def _resolve(self, sample_id, requests, run, kind, compute) -> None:
+        found = self.cache.get_many(r.key for r in requests)
+        todo = [r for r in requests if r.key not in found]
+        run.cached += len(requests) - len(todo)
+        computed: dict[str, dict] = {}
+        failed: dict[str, str] = {}
+        if todo:
+            for request, result in zip(todo, compute(todo), strict=True):
+                if isinstance(result, DigitScore) and not result.ok:
+                    failed[request.key] = result.failure or "unknown failure"
+                    run.failures.append(
+                        ScoringFailure(sample_id, request.column, failed[request.key])
+                    )
+                else:
+                    computed[request.key] = result.to_dict()
+            run.computed += len(todo)
+            self.cache.put_many(kind, computed)
+            self.cache.record_failures(kind, failed)
+        for request in requests:
+            value = found.get(request.key) or computed.get(request.key)
+            if value is not None:
+                run.features.at[sample_id, request.column] = _feature_value(kind, value)
+
+
+def _feature_value(kind: str, value: dict) -> float:
+    if kind == "digits":
+        return float(DigitScore.from_dict(value).expected)
+    return LogLikelihood.from_dict(value).mean

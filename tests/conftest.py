@@ -1,0 +1,40 @@
+"""Shared fixtures: the real embedded model, loaded once per test session."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def embedded_dir() -> Path:
+    """Hugging Face directory of the embedded model (assembled and verified on first use)."""
+    from hdeval import embedded
+
+    return embedded.pull()
+
+
+@pytest.fixture(scope="session")
+def embedded_gguf(embedded_dir: Path) -> Path:
+    from hdeval import embedded
+
+    return embedded.model_dir() / embedded.QWEN_05B.gguf_filename
+
+
+@pytest.fixture(scope="session")
+def embedded_backend(embedded_dir: Path):
+    from hdeval.llm.local import TransformersBackend
+
+    return TransformersBackend(embedded_dir)
+
+
+@pytest.fixture(scope="session")
+def summeval_rows() -> list[dict]:
+    """The first 32 SummEval rows (two documents x 16 systems), as shipped under data/."""
+    path = REPO / "data" / "summeval" / "summeval.jsonl"
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(next(handle)) for _ in range(32)]

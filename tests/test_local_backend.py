@@ -1,0 +1,97 @@
+"""The local transformers backend on the real embedded model."""
+
+from __future__ import annotations
+
+import pytest
+
+from hdeval.criteria import CriteriaTree, Criterion
+from hdeval.prompts import (
+    TaskSpec,
+    criterion_prompt,
+    likelihood_instruction,
+    output_segment,
+    source_segment,
+)
+
+pytestmark = pytest.mark.model
+
+TASK = TaskSpec()
+TREE = CriteriaTree(
+    [
+        Criterion("coherence", "coherence", "the collective quality of all sentences", None, 1),
+        Criterion(
+            "coherence.order", "sentence order", "sentences follow a logical order", "coherence", 2
+        ),
+        Criterion("fluency", "fluency", "the quality of individual sentences", None, 1),
+    ]
+)
+
+
+def _suffixes() -> list[str]:
+    return [criterion_prompt(TASK, c, TREE.parent(c)) for c in TREE]
+
+
+def test_digit_scores_are_distributions(embedded_backend, summeval_rows):
+    row = summeval_rows[0]
+    segments = [source_segment(TASK, row["source"]), output_segment(TASK, row["output"])]
+    scores = embedded_backend.digit_scores(segments, _suffixes())
+    assert len(scores) == 3
+    for score in scores:
+        assert score.ok, score.failure
+        assert sum(score.probs) == pytest.approx(1.0, abs=1e-9)
+        assert 1.0 <= score.expected <= 5.0
+        assert score.mass > 0.5
+
+
+def test_batched_prefix_cache_matches_full_recompute(embedded_backend, summeval_rows):
+    """Two texts of one document: the document's KV is reused, the result matches a cold run."""
+    for row in summeval_rows[:2]:
+        segments = [source_segment(TASK, row["source"]), output_segment(TASK, row["output"])]
+        cached = embedded_backend.digit_scores(segments, _suffixes())
+        full = embedded_backend.digit_scores_full(segments, _suffixes())
+        for a, b in zip(cached, full, strict=True):
+            assert abs(a.expected - b.expected) <= 0.02
+    assert embedded_backend.stats["prefix_hits"] >= 1
+
+
+def test_likelihood_prefix_reuse_matches_full_recompute(embedded_backend, summeval_rows):
+    source = [source_segment(TASK, summeval_rows[0]["source"])]
+    for row in summeval_rows[:2]:
+        items = [(likelihood_instruction(TASK, c, TREE.parent(c)), row["output"]) for c in TREE]
+        items.append((likelihood_instruction(TASK, None, None), row["output"]))
+        cached = embedded_backend.loglikelihoods(source, items)
+        full = embedded_backend.loglikelihoods_full(source, items)
+        for a, b in zip(cached, full, strict=True):
+            assert a.n_tokens == b.n_tokens > 5
+            assert abs(a.mean - b.mean) <= 0.01
+            assert a.mean < 0
+
+
+def test_likelihood_separates_real_from_shuffled_summary(embedded_backend, summeval_rows):
+    import random
+
+    row = summeval_rows[0]
+    words = row["output"].split()
+    random.Random(0).shuffle(words)
+    source = [source_segment(TASK, row["source"])]
+    instruction = likelihood_instruction(TASK, None, None)
+    good, shuffled = embedded_backend.loglikelihoods(
+        source, [(instruction, row["output"]), (instruction, " ".join(words))]
+    )
+    assert good.mean > shuffled.mean + 0.5
+
+
+def test_non_digit_reply_is_a_failure_not_a_score(embedded_backend, summeval_rows):
+    row = summeval_rows[0]
+    segments = [source_segment(TASK, row["source"]), output_segment(TASK, row["output"])]
+    [score] = embedded_backend.digit_scores(
+        segments, ["Reply with the single word 'banana' and nothing else."]
+    )
+    assert not score.ok
+    assert score.expected is None
+    assert "digit mass" in score.failure
+
+
+def test_generate_returns_text(embedded_backend):
+    reply = embedded_backend.generate("Name one quality of a good summary. Answer in one line.", 24)
+    assert isinstance(reply, str) and len(reply.strip()) > 0
