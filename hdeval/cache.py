@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -36,7 +37,9 @@ def cache_key(*parts: object) -> str:
 
 
 def default_cache_path() -> Path:
-    return hdeval_home() / "cache" / "llm.sqlite"
+    """``HDEVAL_CACHE`` if set, else ``<hdeval home>/cache/llm.sqlite``."""
+    env = os.environ.get("HDEVAL_CACHE")
+    return Path(env) if env else hdeval_home() / "cache" / "llm.sqlite"
 
 
 class ResultCache:

@@ -119,3 +119,87 @@ def features(
         console.print(
             f"[yellow]failed[/yellow] {failure.sample_id} {failure.column}: {failure.reason}"
         )
+
+
+@app.command("train")
+def train(
+    params: ParamsOption = Path("params.yaml"),
+    out: Annotated[Path, typer.Option(help="Bundle directory to write.")] = Path(
+        "models/evaluator"
+    ),
+    work: Annotated[Path, typer.Option(help="Directory for tuning state.")] = Path("work"),
+    metrics_out: Annotated[
+        Path | None, typer.Option("--metrics", help="Write metrics JSON.")
+    ] = None,
+) -> None:
+    """Train an evaluator end to end (Algorithm 1, tuning, export) without DVC."""
+    from hdeval.cache import ResultCache
+    from hdeval.config import load_yaml_model
+    from hdeval.llm.factory import make_backend
+    from hdeval.workflow import TrainConfig, train_evaluator
+
+    config = load_yaml_model(params, TrainConfig) if params.exists() else TrainConfig()
+    metrics = train_evaluator(config, make_backend(config.llm), ResultCache(), out, work)
+    text = json.dumps(metrics, indent=2)
+    if metrics_out:
+        metrics_out.write_text(text)
+    console.print(f"bundle written to {out}")
+    typer.echo(json.dumps(metrics["held_out"]["hdeval"]["average"], indent=2))
+
+
+@app.command("score")
+def score(
+    inputs: Annotated[Path, typer.Argument(help="JSONL/CSV rows with id, doc_id, source, output.")],
+    model: Annotated[Path, typer.Option("--model", help="Evaluator bundle directory.")],
+    out: Annotated[Path | None, typer.Option(help="Output JSONL (default: stdout).")] = None,
+    params: ParamsOption = Path("params.yaml"),
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain",
+            help="Add each criterion's contribution to each aspect score "
+            "(Shapley values; base + contributions = score).",
+        ),
+    ] = False,
+) -> None:
+    """Score texts with a trained evaluator: per-aspect and per-criterion scores per row."""
+    from hdeval.config import LLMConfig, load_yaml_model
+    from hdeval.data import load_texts
+    from hdeval.evaluator import Evaluator
+    from hdeval.llm.factory import make_backend
+
+    llm = load_yaml_model(params, LLMConfig, "llm") if params.exists() else LLMConfig()
+    evaluator = Evaluator.load(model, make_backend(llm))
+    texts = load_texts(inputs)
+    result = evaluator.score_samples(texts.samples)
+    explanations: dict = {}
+    if explain:
+        from hdeval.explain import explain_scores
+
+        explanations = explain_scores(evaluator, result.criteria, by_criterion=True)
+    failures: dict[str, list[str]] = {}
+    for failure in result.failures:
+        failures.setdefault(failure.sample_id, []).append(f"{failure.column}: {failure.reason}")
+    lines = []
+    for sample_id in texts.samples.index:
+        row = {
+            "id": sample_id,
+            "scores": _finite(result.aspects.loc[sample_id].to_dict()),
+            "criteria": _finite(result.criteria.loc[sample_id].to_dict()),
+            "failures": failures.get(sample_id, []),
+        }
+        if explain:
+            row["explanation"] = explanations.get(sample_id)
+        lines.append(json.dumps(row))
+    text = "".join(line + "\n" for line in lines)
+    if out:
+        out.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    if failures:
+        console.print(f"[yellow]{len(failures)} rows have failed criterion scores[/yellow]")
+
+
+def _finite(values: dict) -> dict:
+    """JSON-safe: NaN (a failed score) becomes null."""
+    return {k: (None if v != v else float(v)) for k, v in values.items()}

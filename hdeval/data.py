@@ -160,7 +160,7 @@ class _RowModel(BaseModel):
     output: str
     references: list[str] | None = None
     reference: str | None = None
-    scores: dict[str, Any]
+    scores: dict[str, Any] | None = None
 
 
 def _type_name(value: Any) -> str:
@@ -241,6 +241,8 @@ def _validate_row(
     errors += _blank_errors(raw)
     if isinstance(raw.get("scores"), dict):
         errors += _score_errors(raw["scores"], aspects, ranges)
+    elif aspects and raw.get("scores") is None:
+        errors.append("field 'scores': missing; expected an object of aspect scores")
     if errors or row is None:
         return None, errors
     references = list(row.references) if row.references is not None else []
@@ -461,8 +463,15 @@ def load_labels(
     ``score_range`` is one inclusive ``(low, high)`` for every aspect, or a mapping from aspect
     to its range. Raises :class:`DataValidationError` listing every problem found.
     """
-    path = Path(path)
-    ranges = _normalise_ranges(aspects, score_range)
+    return _load(Path(path), list(aspects), _normalise_ranges(aspects, score_range))
+
+
+def load_texts(path: str | Path) -> LabelledData:
+    """Read texts to score (rows as in a label file; ``scores`` optional and ignored)."""
+    return _load(Path(path), [], {})
+
+
+def _load(path: Path, aspects: list[str], ranges: dict[str, ScoreRange]) -> LabelledData:
     suffix = path.suffix.lower()
     if suffix not in JSON_LINES_SUFFIXES + CSV_SUFFIXES:
         raise DataValidationError(

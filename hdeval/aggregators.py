@@ -1,0 +1,159 @@
+"""White-box aggregators: criterion scores (features) -> human scores (one output per aspect).
+
+HD-Eval (Appendix C.3) uses scikit-learn's linear regression, decision tree, random forest and a
+shallow 3-layer ReLU MLP. Each is wrapped in a :class:`~sklearn.pipeline.Pipeline` that first
+imputes missing criterion scores with the training median (a failed LLM score arrives as NaN) and,
+for the models that depend on feature scale, standardises them. All four are multi-output
+natively, so one pipeline predicts every aspect at once.
+
+:func:`search_space` gives the optuna search space of each kind; :func:`averaged_baseline` is the
+paper's "w/o aggregator" ablation (Table 4): the plain mean of the criterion scores under each
+aspect.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.ensemble import RandomForestRegressor
+from sklearn.impute import SimpleImputer
+from sklearn.linear_model import LinearRegression
+from sklearn.neural_network import MLPRegressor
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.tree import DecisionTreeRegressor
+
+from hdeval.errors import ConfigError
+
+KINDS: tuple[str, ...] = ("linear", "tree", "forest", "mlp")
+
+#: Defaults of the MLP: two hidden ReLU layers (input -> hidden -> hidden -> output).
+MLP_DEFAULTS: dict[str, Any] = {
+    "hidden_layer_sizes": (64, 32),
+    "activation": "relu",
+    "alpha": 1e-3,
+    "learning_rate_init": 1e-3,
+    "max_iter": 1000,
+    "early_stopping": False,
+}
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise ConfigError(f"unknown aggregator kind {kind!r}; choose one of {', '.join(KINDS)}")
+
+
+def _model(kind: str, random_state: int, params: dict[str, Any]):
+    """The final estimator of a pipeline, with ``params`` on top of the defaults."""
+    if kind == "linear":
+        return LinearRegression(**params)
+    if kind == "tree":
+        return DecisionTreeRegressor(random_state=random_state, **params)
+    if kind == "forest":
+        return RandomForestRegressor(random_state=random_state, **params)
+    return MLPRegressor(random_state=random_state, **{**MLP_DEFAULTS, **params})
+
+
+def make_aggregator(kind: str, random_state: int = 0, **params: Any) -> Pipeline:
+    """An unfitted pipeline ``impute(median) [-> scale] -> model`` for an aggregator ``kind``.
+
+    ``kind`` is one of "linear", "tree", "forest" (scikit-learn defaults, as in the paper) or "mlp"
+    (two hidden ReLU layers, see :data:`MLP_DEFAULTS`). ``params`` go to the final estimator.
+    Trees and forests are scale-invariant and get no scaler. The steps are named "impute",
+    "scale" and "model". A column with no observed value at all (a criterion whose every score
+    failed) is kept and imputed with 0, so the feature count never changes.
+    """
+    _check_kind(kind)
+    imputer = SimpleImputer(strategy="median", keep_empty_features=True)
+    steps: list[tuple[str, Any]] = [("impute", imputer)]
+    if kind in ("linear", "mlp"):
+        steps.append(("scale", StandardScaler()))
+    steps.append(("model", _model(kind, random_state, params)))
+    return Pipeline(steps)
+
+
+def search_space(kind: str, trial) -> dict[str, Any]:
+    """Sample estimator parameters for ``kind`` from an optuna ``trial`` (pass to make_aggregator).
+
+    Ranges:
+
+    - linear: ``positive`` in {False, True} (non-negative weights on the criteria).
+    - tree: ``max_depth`` 2..12, ``min_samples_leaf`` 1..50 (log), ``max_features`` 0.3..1.0.
+    - forest: ``n_estimators`` 50..400 (log), ``max_depth`` 2..16, ``min_samples_leaf`` 1..20
+      (log), ``max_features`` 0.2..1.0.
+    - mlp: hidden sizes 8..128 and 4..64 (log), ``alpha`` 1e-6..1e-1 (log),
+      ``learning_rate_init`` 1e-4..1e-2 (log).
+
+    Works with an ``optuna.trial.FixedTrial`` too, to rebuild parameters from stored values.
+    """
+    _check_kind(kind)
+    if kind == "linear":
+        return {"positive": trial.suggest_categorical("positive", [False, True])}
+    if kind == "tree":
+        return {
+            "max_depth": trial.suggest_int("max_depth", 2, 12),
+            "min_samples_leaf": trial.suggest_int("min_samples_leaf", 1, 50, log=True),
+            "max_features": trial.suggest_float("max_features", 0.3, 1.0),
+        }
+    if kind == "forest":
+        return {
+            "n_estimators": trial.suggest_int("n_estimators", 50, 400, log=True),
+            "max_depth": trial.suggest_int("max_depth", 2, 16),
+            "min_samples_leaf": trial.suggest_int("min_samples_leaf", 1, 20, log=True),
+            "max_features": trial.suggest_float("max_features", 0.2, 1.0),
+        }
+    hidden1 = trial.suggest_int("hidden1", 8, 128, log=True)
+    hidden2 = trial.suggest_int("hidden2", 4, 64, log=True)
+    return {
+        "hidden_layer_sizes": (hidden1, hidden2),
+        "alpha": trial.suggest_float("alpha", 1e-6, 1e-1, log=True),
+        "learning_rate_init": trial.suggest_float("learning_rate_init", 1e-4, 1e-2, log=True),
+    }
+
+
+def criterion_of(column: str) -> str:
+    """The criterion id of a feature column: the text after the first ":" ("lik:coh" -> "coh").
+
+    A column without ":" is a criterion id itself.
+    """
+    return column.split(":", 1)[1] if ":" in column else column
+
+
+def source_of(column: str) -> str | None:
+    """The feature source of a column: the text before the first ":" ("lik:coh" -> "lik")."""
+    return column.split(":", 1)[0] if ":" in column else None
+
+
+def averaged_baseline(features: pd.DataFrame, tree, source: str | None = None) -> pd.DataFrame:
+    """The "averaged scores instead of the aggregator" ablation.
+
+    For each layer-1 aspect of ``tree`` (a :class:`hdeval.criteria.CriteriaTree`), the row-wise
+    mean of the feature columns whose criterion is the aspect or descends from it; NaN scores are
+    skipped. ``source`` keeps only columns named ``"<source>:<criterion id>"`` (scores of different
+    sources, such as prompt scores and log-likelihoods, have different scales and must not be
+    averaged together). Returns one column per aspect id, in tree order.
+    """
+    columns = [c for c in features.columns if source is None or source_of(str(c)) == source]
+    sources = {source_of(str(c)) for c in columns}
+    if source is None and len(sources) > 1:
+        raise ConfigError(
+            f"features mix sources {sorted(map(str, sources))}; pass source= to average one of them"
+        )
+    known = {c.id for c in tree}
+    by_aspect: dict[str, list[str]] = {a.id: [] for a in tree.layer(1)}
+    for column in columns:
+        criterion_id = criterion_of(str(column))
+        if criterion_id in known:
+            by_aspect[tree.root(tree.get(criterion_id)).id].append(column)
+    out = {}
+    for aspect_id, cols in by_aspect.items():
+        if not cols:
+            raise ConfigError(f"averaged baseline: no feature column scores aspect {aspect_id!r}")
+        values = features[cols].to_numpy(dtype=float)
+        with warnings.catch_warnings():  # a row whose scores all failed stays NaN, quietly
+            warnings.simplefilter("ignore", RuntimeWarning)
+            out[aspect_id] = np.nanmean(values, axis=1)
+    return pd.DataFrame(out, index=features.index)

@@ -1,0 +1,105 @@
+"""The evaluator bundle: what production scoring loads.
+
+A bundle directory holds ``aggregator.onnx``, ``criteria.yaml`` and ``card.json`` (judge
+identity, prompt template version, task wording, scoring modes, feature order, criteria hash,
+training-data hash, metrics, aggregator file hash). It is written to a temporary directory and
+renamed into place, so a reader never sees half a bundle.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from hdeval.criteria import CriteriaTree
+from hdeval.errors import ModelIntegrityError
+from hdeval.onnx_runtime import file_sha256
+from hdeval.prompts import TEMPLATE_VERSION, TaskSpec
+
+AGGREGATOR = "aggregator.onnx"
+CRITERIA = "criteria.yaml"
+CARD = "card.json"
+CARD_VERSION = 1
+
+
+def export_bundle(
+    path: str | Path,
+    pipeline: Any,
+    tree: CriteriaTree,
+    feature_names: list[str],
+    aspects: list[str],
+    *,
+    llm_identity: str,
+    task: TaskSpec,
+    modes: list[str],
+    unconditioned: bool,
+    training_data: str,
+    metrics: dict | None = None,
+    sample=None,
+    background=None,
+) -> Path:
+    """Write a bundle atomically; the ONNX parity check runs before anything is renamed."""
+    from hdeval.onnx_export import export_onnx
+
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        export_onnx(
+            pipeline,
+            len(feature_names),
+            tmp / AGGREGATOR,
+            sample,
+            feature_names=feature_names,
+            output_names=aspects,
+        )
+        tree.to_yaml(tmp / CRITERIA)
+        background_sha256 = None
+        if background is not None:
+            from hdeval.explain import save_background
+
+            background_sha256 = file_sha256(save_background(tmp, background))
+        card = {
+            "card_version": CARD_VERSION,
+            "llm_identity": llm_identity,
+            "template_version": TEMPLATE_VERSION,
+            "task": task.model_dump(),
+            "modes": list(modes),
+            "unconditioned": unconditioned,
+            "feature_names": list(feature_names),
+            "aspects": list(aspects),
+            "criteria_sha256": tree.fingerprint(),
+            "training_data_sha256": training_data,
+            "aggregator": type(pipeline[-1]).__name__ if hasattr(pipeline, "__getitem__") else "",
+            "aggregator_sha256": file_sha256(tmp / AGGREGATOR),
+            "background_sha256": background_sha256,
+            "metrics": metrics or {},
+        }
+        (tmp / CARD).write_text(json.dumps(card, indent=2))
+        old = path.with_name(f".{path.name}.old-{os.getpid()}")
+        if path.exists():
+            path.replace(old)
+        tmp.replace(path)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return path
+
+
+def read_card(path: str | Path) -> dict:
+    card_path = Path(path) / CARD
+    if not card_path.is_file():
+        raise ModelIntegrityError(f"{path} is not an hdeval bundle: {CARD} is missing")
+    try:
+        card = json.loads(card_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ModelIntegrityError(f"{card_path} is not valid JSON: {exc}") from exc
+    if card.get("card_version") != CARD_VERSION:
+        raise ModelIntegrityError(
+            f"{card_path}: card version {card.get('card_version')!r}, expected {CARD_VERSION}"
+        )
+    return card

@@ -1,0 +1,194 @@
+"""End to end: human labels -> criteria tree -> features -> tuned aggregator -> bundle + metrics.
+
+The DVC pipeline runs these steps as separate stages; ``train_evaluator`` runs them in one
+process for users who do not use DVC (``hdeval train``).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field
+
+from hdeval.aggregators import averaged_baseline
+from hdeval.bundle import export_bundle
+from hdeval.cache import ResultCache
+from hdeval.config import LLMConfig
+from hdeval.criteria import CriteriaTree
+from hdeval.data import LabelledData, load_labels, split_by_document, subsample_documents
+from hdeval.llm.types import LLMBackend
+from hdeval.metrics import agreement
+from hdeval.prompts import TaskSpec
+from hdeval.training import (
+    HierarchyParams,
+    feature_subsets,
+    fit_aggregator,
+    make_scorer,
+    train_hierarchy,
+)
+
+log = logging.getLogger(__name__)
+
+
+class DataParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: Path = Path("data/summeval/summeval.jsonl")
+    new_labels: list[Path] = Field(default_factory=list)
+    aspects: list[str] = Field(
+        default_factory=lambda: ["coherence", "consistency", "fluency", "relevance"]
+    )
+    score_range: tuple[float, float] = (1.0, 5.0)
+    criteria: Path = Path("data/summeval/aspects.yaml")
+    n_docs: int | None = 12
+    test_fraction: float = Field(0.34, gt=0, lt=1)
+    seed: int = 0
+
+
+class AggregatorParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str = "linear"
+    n_trials: int = Field(20, ge=0)
+    cv_folds: int = Field(5, ge=2)
+
+
+class EvaluateParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    bootstrap: int = Field(200, ge=0)
+
+
+class TrainConfig(BaseModel):
+    """Everything ``train_evaluator`` needs; the same sections as ``params.yaml``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    data: DataParams = Field(default_factory=DataParams)
+    task: TaskSpec = Field(default_factory=TaskSpec)
+    llm: LLMConfig = Field(default_factory=LLMConfig)
+    hierarchy: HierarchyParams = Field(default_factory=HierarchyParams)
+    aggregator: AggregatorParams = Field(default_factory=AggregatorParams)
+    evaluate: EvaluateParams = Field(default_factory=EvaluateParams)
+
+
+def load_split(config: DataParams) -> tuple[LabelledData, LabelledData]:
+    """Labels (plus any new label files), subsampled by document, split by document."""
+    from hdeval.data import merge_labels
+
+    data = load_labels(config.path, config.aspects, config.score_range)
+    for extra in config.new_labels:
+        data = merge_labels(data, load_labels(extra, config.aspects, config.score_range))
+    data = subsample_documents(data, config.n_docs, config.seed)
+    return split_by_document(data, config.test_fraction, config.seed)
+
+
+def ablation_metrics(
+    tree: CriteriaTree,
+    train_x: pd.DataFrame,
+    train: LabelledData,
+    test_x: pd.DataFrame,
+    test: LabelledData,
+    kind: str,
+    params: dict,
+    seed: int,
+    n_boot: int,
+) -> dict:
+    """Held-out agreement of the full model and of the paper's ablations."""
+    results = {}
+    for name, columns in feature_subsets(tree, list(train_x.columns)).items():
+        model = fit_aggregator(
+            kind, params if name == "hdeval" else {}, train_x[columns], train.targets, seed
+        )
+        predicted = pd.DataFrame(
+            model.predict(test_x[columns].to_numpy(dtype=float)),
+            index=test_x.index,
+            columns=train.aspects,
+        )
+        results[name] = agreement(
+            predicted, test.targets, test.samples["doc_id"], test.samples["system_id"], n_boot, seed
+        )
+    prompt_columns = [c for c in test_x.columns if c.startswith("prompt:")]
+    if prompt_columns:
+        averaged = averaged_baseline(test_x[prompt_columns], tree, source="prompt")
+        averaged.columns = train.aspects
+        results["averaged_scores"] = agreement(
+            averaged, test.targets, test.samples["doc_id"], test.samples["system_id"], n_boot, seed
+        )
+    return results
+
+
+def train_evaluator(
+    config: TrainConfig,
+    backend: LLMBackend,
+    cache: ResultCache,
+    out_dir: Path,
+    work_dir: Path,
+    progress: bool = True,
+) -> dict:
+    """Run Algorithm 1, tune and fit the aggregator, export the bundle; return the metrics."""
+    from hdeval.explain import make_background
+    from hdeval.tuning import tune
+
+    train, test = load_split(config.data)
+    tree = CriteriaTree.from_yaml(config.data.criteria)
+    missing = set(config.data.aspects) - {c.id for c in tree.layer(1)}
+    if missing:
+        raise ValueError(
+            f"{config.data.criteria}: no layer-1 criterion for aspects {sorted(missing)}"
+        )
+    hp = config.hierarchy
+    tree, run, reports = train_hierarchy(
+        tree, train, backend, cache, config.task, config.task.description, hp, progress
+    )
+    train_x = run.features
+    test_x = (
+        make_scorer(backend, cache, config.task, hp)
+        .score(test.samples, tree, progress=progress)
+        .features
+    )
+    groups = train.samples.loc[train_x.index, "doc_id"].to_numpy()
+    work_dir.mkdir(parents=True, exist_ok=True)
+    kind = config.aggregator.kind
+    params = {}
+    if config.aggregator.n_trials:
+        params = tune(
+            kind,
+            train_x,
+            train.targets.loc[train_x.index],
+            groups,
+            config.aggregator.n_trials,
+            hp.seed,
+            work_dir / "optuna.sqlite",
+            f"{kind}-{train.fingerprint()[:12]}",
+            n_splits=min(config.aggregator.cv_folds, len(set(groups))),
+        )
+    model = fit_aggregator(kind, params, train_x, train.targets.loc[train_x.index], hp.seed)
+    metrics = {
+        "layers": [r.to_dict() for r in reports],
+        "aggregator": {"kind": kind, "params": {k: str(v) for k, v in params.items()}},
+        "held_out": ablation_metrics(
+            tree, train_x, train, test_x, test, kind, params, hp.seed, config.evaluate.bootstrap
+        ),
+        "n_train": len(train),
+        "n_test": len(test),
+        "llm": {"identity": backend.identity, "cache": cache.info()["results"]},
+    }
+    export_bundle(
+        out_dir,
+        model,
+        tree,
+        list(train_x.columns),
+        train.aspects,
+        llm_identity=backend.identity,
+        task=config.task,
+        modes=list(hp.modes),
+        unconditioned=hp.unconditioned,
+        training_data=train.fingerprint(),
+        metrics=metrics["held_out"]["hdeval"]["average"],
+        sample=train_x.to_numpy(dtype=float),
+        background=make_background(train_x),
+    )
+    return metrics

@@ -1,0 +1,147 @@
+"""Aggregators: each kind learns a known multi-output signal despite NaNs; the averaged baseline."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import optuna
+import pandas as pd
+import pytest
+from sklearn.metrics import r2_score
+from sklearn.pipeline import Pipeline
+
+from hdeval.aggregators import (
+    KINDS,
+    averaged_baseline,
+    criterion_of,
+    make_aggregator,
+    search_space,
+    source_of,
+)
+from hdeval.criteria import CriteriaTree, Criterion
+from hdeval.errors import ConfigError
+
+# Small forests keep the suite fast; the kinds are otherwise built with their defaults.
+FAST = {"forest": {"n_estimators": 30}}
+
+
+def synthetic(n: int = 300, n_features: int = 8, seed: int = 0, nan_rate: float = 0.0):
+    """Criterion-like scores in [1, 5] and three outputs that depend on them (one non-linearly)."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(1, 5, size=(n, n_features))
+    Y = np.column_stack(
+        [
+            0.6 * X[:, 0] + 0.3 * X[:, 1],
+            0.5 * X[:, 2] - 0.2 * X[:, 3] + 2.0,
+            np.where(X[:, 4] > 3, 4.0, 2.0) + 0.2 * X[:, 0],
+        ]
+    ) + rng.normal(scale=0.1, size=(n, 3))
+    if nan_rate:
+        X[rng.random(X.shape) < nan_rate] = np.nan
+    return X, Y
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("nan_rate", [0.0, 0.1])
+def test_each_kind_beats_constant_on_held_out_rows(kind: str, nan_rate: float) -> None:
+    X, Y = synthetic(nan_rate=nan_rate)
+    train, test = slice(0, 220), slice(220, None)
+    model = make_aggregator(kind, random_state=0, **FAST.get(kind, {})).fit(X[train], Y[train])
+    predicted = model.predict(X[test])
+    assert predicted.shape == Y[test].shape
+    assert np.isfinite(predicted).all()
+    constant = np.tile(Y[train].mean(axis=0), (len(Y[test]), 1))
+    mse_model = ((predicted - Y[test]) ** 2).mean(axis=0)
+    mse_constant = ((constant - Y[test]) ** 2).mean(axis=0)
+    assert (mse_model < 0.8 * mse_constant).all(), (kind, mse_model, mse_constant)
+    assert r2_score(Y[test], predicted) > 0.3
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_pipeline_layout_and_determinism(kind: str) -> None:
+    model = make_aggregator(kind, random_state=3)
+    assert isinstance(model, Pipeline)
+    names = [name for name, _ in model.steps]
+    assert names[0] == "impute" and names[-1] == "model"
+    assert model.named_steps["impute"].strategy == "median"
+    assert ("scale" in names) == (kind in ("linear", "mlp"))
+    X, Y = synthetic(n=120, nan_rate=0.05)
+    a = make_aggregator(kind, random_state=3, **FAST.get(kind, {})).fit(X, Y).predict(X)
+    b = make_aggregator(kind, random_state=3, **FAST.get(kind, {})).fit(X, Y).predict(X)
+    np.testing.assert_array_equal(a, b)
+
+
+def test_mlp_is_two_hidden_relu_layers_without_early_stopping() -> None:
+    mlp = make_aggregator("mlp", alpha=0.01).named_steps["model"]
+    assert len(mlp.hidden_layer_sizes) == 2
+    assert mlp.activation == "relu" and mlp.early_stopping is False and mlp.alpha == 0.01
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_all_nan_column_and_rows_still_predict(kind: str) -> None:
+    X, Y = synthetic(n=200)
+    X[:, 7] = np.nan  # a criterion whose every score failed
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = make_aggregator(kind, **FAST.get(kind, {})).fit(X, Y)
+    assert model[:-1].transform(X).shape == X.shape  # the empty column is kept, not dropped
+    rows = np.full((2, X.shape[1]), np.nan)
+    assert np.isfinite(model.predict(rows)).all()
+
+
+def test_unknown_kind() -> None:
+    with pytest.raises(ConfigError, match="svm"):
+        make_aggregator("svm")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_search_space_builds_valid_aggregators(kind: str) -> None:
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    trial = study.ask()
+    params = search_space(kind, trial)
+    X, Y = synthetic(n=80)
+    make_aggregator(kind, **params).fit(X, Y)
+    rebuilt = search_space(kind, optuna.trial.FixedTrial(trial.params))
+    assert rebuilt == params
+
+
+def test_column_helpers() -> None:
+    assert criterion_of("lik:coh.ord") == "coh.ord"
+    assert criterion_of("prompt:a:b") == "a:b"
+    assert criterion_of("coh") == "coh"
+    assert source_of("lik:coh") == "lik" and source_of("coh") is None
+
+
+def _tree() -> CriteriaTree:
+    return CriteriaTree(
+        [
+            Criterion("coh", "Coherence", "d"),
+            Criterion("flu", "Fluency", "d"),
+            Criterion("coh.ord", "Order", "d", "coh", 2),
+            Criterion("coh.ord.time", "Time", "d", "coh.ord", 3),
+            Criterion("flu.gram", "Grammar", "d", "flu", 2),
+        ]
+    )
+
+
+def test_averaged_baseline_means_scores_under_each_aspect() -> None:
+    features = pd.DataFrame(
+        {
+            "prompt:coh": [1.0, 5.0],
+            "prompt:coh.ord": [3.0, np.nan],
+            "prompt:coh.ord.time": [5.0, 3.0],
+            "prompt:flu.gram": [2.0, 4.0],
+            "lik:coh": [-30.0, -10.0],
+        },
+        index=["a", "b"],
+    )
+    baseline = averaged_baseline(features, _tree(), source="prompt")
+    assert list(baseline.columns) == ["coh", "flu"]
+    assert list(baseline.index) == ["a", "b"]
+    np.testing.assert_allclose(baseline["coh"], [3.0, 4.0])
+    np.testing.assert_allclose(baseline["flu"], [2.0, 4.0])
+    with pytest.raises(ConfigError, match="mix sources"):
+        averaged_baseline(features, _tree())
+    with pytest.raises(ConfigError, match="'flu'"):
+        averaged_baseline(features[["prompt:coh"]], _tree(), source="prompt")

@@ -1,0 +1,126 @@
+"""OpenAICompatibleBackend against a real llama.cpp server running the embedded GGUF on 127.0.0.1.
+
+The server runs the same Q4_K_M weights as the local ``embedded_backend``, so the two must give
+nearly the same digit distributions; they differ only in runtime (llama.cpp's quantised kernels
+versus transformers on the dequantised weights).
+
+The server renders prompts with the chat template stored in the GGUF, which is also the template
+the local backend uses (Qwen2.5's, with its default system message). llama-cpp-python's
+``chatml`` format would instead send an empty system block; that changes the prompt and, measured
+on these rows, the expected scores by up to 0.13, which would hide the runtime difference we test.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hdeval.errors import UnsupportedError
+from hdeval.llm import LLMBackend
+from hdeval.llm.openai_compat import OpenAICompatibleBackend
+from tests.llama_server import MODEL_ALIAS, run_llama_server
+
+pytestmark = pytest.mark.server
+
+# Largest |expected score| difference allowed between the server and the local backend, and the
+# largest difference of any single digit probability. Measured on 8 SummEval rows x 2 criteria
+# (llama.cpp replies are deterministic): max 0.049 / 0.011 (mean 0.019) with the local backend in
+# float32, max 0.044 / 0.027 (mean 0.022) in bfloat16, which "auto" picks on CPUs with native bf16.
+# The bounds are about twice the worst case, and stay below the 0.13 that a prompt change (chatml's
+# empty system block instead of the GGUF template's system message) caused on the same rows.
+EXPECTED_TOLERANCE = 0.10
+PROB_TOLERANCE = 0.06
+
+CRITERIA = {
+    "coherence": "the summary is well-structured and organized",
+    "fluency": "the sentences of the summary are well-written and grammatical",
+}
+
+
+def _suffix(criterion: str) -> str:
+    return (
+        f"Evaluate the {criterion} of the summary ({CRITERIA[criterion]}). "
+        "Answer with a single digit from 1 (worst) to 5 (best).\n"
+    )
+
+
+def _segments(row: dict) -> list[str]:
+    return [f"Article:\n{row['source']}\n\n", f"Summary:\n{row['output']}\n\n"]
+
+
+@pytest.fixture(scope="session")
+def llama_server(embedded_gguf: Path) -> Iterator[str]:
+    """Base URL of a llama.cpp server on the embedded GGUF, using the GGUF's chat template."""
+    threads = str(len(os.sched_getaffinity(0)))
+    with run_llama_server(
+        embedded_gguf, chat_format=None, extra_args=("--n_threads", threads)
+    ) as base_url:
+        yield base_url
+
+
+@pytest.fixture(scope="module")
+def server_backend(llama_server: str) -> Iterator[OpenAICompatibleBackend]:
+    # The server handles one request at a time; a generous timeout covers a loaded CI machine.
+    with OpenAICompatibleBackend(
+        llama_server,
+        model=MODEL_ALIAS,
+        api_key_env="HDEVAL_TEST_UNSET_KEY",
+        concurrency=2,
+        timeout=600.0,
+        max_retries=1,
+    ) as backend:
+        yield backend
+
+
+@pytest.fixture(scope="module")
+def rows(summeval_rows: list[dict]) -> list[dict]:
+    """Two summaries of the same article, so llama.cpp can reuse the article's KV cache."""
+    return summeval_rows[:2]
+
+
+def test_scores_agree_with_local_backend(
+    server_backend: OpenAICompatibleBackend, embedded_backend, rows: list[dict]
+) -> None:
+    assert isinstance(server_backend, LLMBackend)
+    suffixes = [_suffix(c) for c in CRITERIA]
+    worst_expected = worst_prob = 0.0
+    for row in rows:
+        started = time.perf_counter()
+        remote = server_backend.digit_scores(_segments(row), suffixes)
+        latency = (time.perf_counter() - started) / len(suffixes)
+        local = embedded_backend.digit_scores(_segments(row), suffixes)
+        assert len(remote) == len(suffixes)
+        for mine, theirs in zip(remote, local, strict=True):
+            assert mine.ok, mine.failure
+            assert math.isclose(sum(mine.probs), 1.0, abs_tol=1e-9)
+            assert 1.0 <= mine.expected <= 5.0
+            assert mine.mass > 0.5
+            assert theirs.ok, theirs.failure
+            worst_expected = max(worst_expected, abs(mine.expected - theirs.expected))
+            worst_prob = max(
+                worst_prob,
+                max(abs(p - q) for p, q in zip(mine.probs, theirs.probs, strict=True)),
+            )
+        print(f"row {row['id']}: {latency:.2f}s per request")
+    print(f"server vs local: max |d expected| {worst_expected:.4f}, max |d p| {worst_prob:.4f}")
+    assert worst_expected <= EXPECTED_TOLERANCE
+    assert worst_prob <= PROB_TOLERANCE
+
+
+def test_generate_returns_text(server_backend: OpenAICompatibleBackend) -> None:
+    text = server_backend.generate("Name one primary colour. Answer with one word.", 8)
+    assert isinstance(text, str) and text.strip()
+
+
+def test_loglikelihoods_unsupported(server_backend: OpenAICompatibleBackend) -> None:
+    with pytest.raises(UnsupportedError, match="local backend"):
+        server_backend.loglikelihoods(_segments({"source": "a", "output": "b"}), [("c", "d")])
+
+
+def test_identity_names_the_model(server_backend: OpenAICompatibleBackend) -> None:
+    assert server_backend.identity == f"openai-compatible:{MODEL_ALIAS}"

@@ -1,0 +1,296 @@
+"""OpenAICompatibleBackend against a real, scripted, fault-injecting HTTP server on 127.0.0.1.
+
+The server speaks just enough of ``/v1/chat/completions``. The user message names a scenario
+between ``[[`` and ``]]``; the server counts requests per scenario, so each test can assert how
+often the client retried.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import re
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from hdeval.errors import HDEvalError, UnsupportedError
+from hdeval.llm import LLMBackend
+from hdeval.llm.openai_compat import OpenAICompatibleBackend
+
+SECRET = "sk-test-0123456789abcdefSECRET"
+KEY_ENV = "HDEVAL_FAULT_TEST_KEY"
+CLIENT_TIMEOUT = 0.5
+SLOW_SECONDS = 1.5
+SCENARIO = re.compile(r"\[\[([\w-]+)\]\]")
+
+
+def _completion(top: dict[str, float] | None, content: str = "3") -> dict:
+    """A chat.completion body; ``top`` maps token -> probability, None means no logprobs."""
+    logprobs = None
+    if top is not None:
+        entries = [{"token": tok, "logprob": math.log(p), "bytes": None} for tok, p in top.items()]
+        first = entries[0]
+        logprobs = {"content": [{**first, "top_logprobs": entries}]}
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "fault",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "logprobs": logprobs,
+                "finish_reason": "length",
+            }
+        ],
+    }
+
+
+def _peaked(digit: str) -> dict[str, float]:
+    """Most mass on ``digit``, a little on the others and on a non-digit token."""
+    top = {digit: 0.6}
+    top.update({d: 0.08 for d in "12345" if d != digit})
+    top["The"] = 0.08
+    return top
+
+
+class FaultServer:
+    """A threaded HTTP server whose reply depends on the scenario named in the prompt."""
+
+    def __init__(self) -> None:
+        self.hits: Counter[str] = Counter()
+        self.auth_headers: list[str] = []
+        self.lock = threading.Lock()
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                text = body["messages"][-1]["content"]
+                match = SCENARIO.search(text)
+                scenario = match.group(1) if match else "ok-3"
+                with owner.lock:
+                    owner.hits[scenario] += 1
+                    count = owner.hits[scenario]
+                    owner.auth_headers.append(self.headers.get("Authorization", ""))
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    owner.respond(self, scenario, count, body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+
+    @staticmethod
+    def _send(
+        handler: BaseHTTPRequestHandler,
+        status: int,
+        payload: bytes,
+        headers: dict[str, str] | None = None,
+        length: int | None = None,
+    ) -> None:
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(payload) if length is None else length))
+        for name, value in (headers or {}).items():
+            handler.send_header(name, value)
+        handler.end_headers()
+        handler.wfile.write(payload)
+
+    def respond(
+        self, handler: BaseHTTPRequestHandler, scenario: str, count: int, body: dict
+    ) -> None:
+        fast_retry = {"retry-after-ms": "10"}
+        if scenario.startswith("ok-"):
+            time.sleep(0.05 * (5 - int(scenario[-1])))  # finish out of order
+            self._send(handler, 200, json.dumps(_completion(_peaked(scenario[-1]))).encode())
+        elif scenario == "ratelimit-then-ok":
+            if count == 1:
+                error = {"error": {"message": "Rate limit reached", "type": "rate_limit"}}
+                self._send(handler, 429, json.dumps(error).encode(), fast_retry)
+            else:
+                self._send(handler, 200, json.dumps(_completion(_peaked("4"))).encode())
+        elif scenario == "always-500":
+            # A careless server echoes the credentials back; they must not reach our messages.
+            echoed = handler.headers.get("Authorization", "")
+            error = {"error": {"message": f"internal error for {echoed}", "type": "server"}}
+            self._send(handler, 500, json.dumps(error).encode(), fast_retry)
+        elif scenario == "slow":
+            time.sleep(SLOW_SECONDS)
+            self._send(handler, 200, json.dumps(_completion(_peaked("2"))).encode())
+        elif scenario == "truncated":
+            whole = json.dumps(_completion(_peaked("2"))).encode()
+            cut = whole[: len(whole) // 2]
+            self._send(handler, 200, cut)
+        elif scenario == "words":
+            top = {"The": 0.5, "This": 0.3, "Sure": 0.15, "3": 0.01}
+            self._send(handler, 200, json.dumps(_completion(top, "The")).encode())
+        elif scenario == "no-logprobs":
+            self._send(handler, 200, json.dumps(_completion(None)).encode())
+        elif scenario == "generate":
+            reply = _completion(None, content=f"  echo ({body.get('max_tokens')} tokens)\n")
+            self._send(handler, 200, json.dumps(reply).encode())
+        else:
+            self._send(handler, 404, b'{"error": {"message": "unknown scenario"}}')
+
+    def __enter__(self) -> FaultServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture()
+def server() -> Iterator[FaultServer]:
+    with FaultServer() as running:
+        yield running
+
+
+@pytest.fixture()
+def backend(
+    server: FaultServer, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[OpenAICompatibleBackend]:
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    with OpenAICompatibleBackend(
+        server.base_url,
+        model="fault",
+        api_key_env=KEY_ENV,
+        concurrency=4,
+        timeout=CLIENT_TIMEOUT,
+        max_retries=1,
+    ) as judge:
+        yield judge
+
+
+def _scores(backend: OpenAICompatibleBackend, *scenarios: str):
+    return backend.digit_scores(["Text:\nhello\n\n"], [f"[[{s}]] Score 1-5:" for s in scenarios])
+
+
+def test_protocol_and_results_in_input_order(backend: OpenAICompatibleBackend) -> None:
+    assert isinstance(backend, LLMBackend)
+    results = _scores(backend, "ok-1", "ok-5", "ok-3", "ok-2")
+    assert all(r.ok for r in results)
+    assert [max(range(5), key=r.probs.__getitem__) + 1 for r in results] == [1, 5, 3, 2]
+    for r in results:
+        assert math.isclose(sum(r.probs), 1.0)
+        assert math.isclose(r.mass, 0.92)
+
+
+def test_rate_limit_is_retried(backend: OpenAICompatibleBackend, server: FaultServer) -> None:
+    (result,) = _scores(backend, "ratelimit-then-ok")
+    assert result.ok, result.failure
+    assert server.hits["ratelimit-then-ok"] == 2
+    assert max(range(5), key=result.probs.__getitem__) == 3
+
+
+def test_persistent_500_is_a_failure_not_a_score(
+    backend: OpenAICompatibleBackend, server: FaultServer
+) -> None:
+    good, bad = _scores(backend, "ok-4", "always-500")
+    assert good.ok
+    assert not bad.ok and bad.expected is None and bad.probs == ()
+    assert "HTTP 500" in bad.failure and "InternalServerError" in bad.failure
+    assert server.hits["always-500"] == backend.max_retries + 1
+
+
+def test_timeout_is_a_failure(backend: OpenAICompatibleBackend, server: FaultServer) -> None:
+    started = time.perf_counter()
+    (result,) = _scores(backend, "slow")
+    elapsed = time.perf_counter() - started
+    assert not result.ok and result.expected is None
+    assert "APITimeoutError" in result.failure
+    assert server.hits["slow"] == backend.max_retries + 1
+    assert elapsed < SLOW_SECONDS * (backend.max_retries + 1)
+
+
+def test_truncated_body_is_a_failure(backend: OpenAICompatibleBackend) -> None:
+    (result,) = _scores(backend, "truncated")
+    assert not result.ok and result.expected is None
+    assert "malformed reply" in result.failure and "JSONDecodeError" in result.failure
+
+
+def test_client_error_is_not_retried(backend: OpenAICompatibleBackend, server: FaultServer) -> None:
+    (result,) = _scores(backend, "unknown")
+    assert not result.ok and result.expected is None
+    assert "HTTP 404 (NotFoundError) (not retried)" in result.failure
+    assert server.hits["unknown"] == 1
+
+
+def test_non_digit_reply_is_a_failure(backend: OpenAICompatibleBackend) -> None:
+    (result,) = _scores(backend, "words")
+    assert not result.ok and result.expected is None
+    assert "digit mass" in result.failure
+    assert math.isclose(result.mass, 0.01)
+
+
+def test_reply_without_logprobs_is_a_failure(backend: OpenAICompatibleBackend) -> None:
+    (result,) = _scores(backend, "no-logprobs")
+    assert not result.ok and result.expected is None
+    assert "no logprobs" in result.failure
+
+
+def test_connection_refused_is_a_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    judge = OpenAICompatibleBackend(
+        f"http://127.0.0.1:{port}/v1", model="x", api_key_env=KEY_ENV, max_retries=0, timeout=2
+    )
+    (result,) = judge.digit_scores(["a\n"], ["b"])
+    assert not result.ok and "APIConnectionError" in result.failure
+
+
+def test_generate(backend: OpenAICompatibleBackend, server: FaultServer) -> None:
+    assert backend.generate("[[generate]] hi", max_new_tokens=7) == "echo (7 tokens)"
+    with pytest.raises(HDEvalError, match="HTTP 500") as caught:
+        backend.generate("[[always-500]] hi")
+    assert SECRET not in str(caught.value)
+
+
+def test_loglikelihoods_unsupported(backend: OpenAICompatibleBackend) -> None:
+    with pytest.raises(UnsupportedError, match="local backend"):
+        backend.loglikelihoods(["a\n"], [("b", "c")])
+
+
+def test_api_key_is_sent_but_never_shown(
+    backend: OpenAICompatibleBackend, server: FaultServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    results = _scores(backend, "ok-3", "ratelimit-then-ok", "always-500", "truncated", "words")
+    with pytest.raises(HDEvalError) as caught:
+        backend.generate("[[always-500]] hi")
+    assert server.auth_headers and set(server.auth_headers) == {f"Bearer {SECRET}"}
+    shown = [backend.identity, repr(backend), str(caught.value), caplog.text]
+    shown += [r.failure or "" for r in results]
+    assert any("internal error for Bearer ***" in s for s in shown)  # the echo was masked
+    for text in shown:
+        assert SECRET not in text
+    assert caplog.records  # the failures were logged
+
+
+def test_identity_and_placeholder_key(server: FaultServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    judge = OpenAICompatibleBackend(server.base_url, model="judge-7b", api_key_env=KEY_ENV)
+    assert judge.identity == "openai-compatible:judge-7b"
+    assert judge.digit_scores(["x\n"], ["[[ok-2]]"])[0].ok
+    assert server.auth_headers[-1] == "Bearer not-needed"
+    named = OpenAICompatibleBackend(server.base_url, model="m", identity="custom:m:q4")
+    assert named.identity == "custom:m:q4"

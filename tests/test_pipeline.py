@@ -1,0 +1,90 @@
+"""`dvc repro` of the real pipeline on a tiny params override, with the real embedded judge."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.model
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _run(args: list[str], cwd: Path, env: dict) -> str:
+    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result.stdout + result.stderr
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory, embedded_dir):
+    """A copy of the pipeline with 4 documents x 4 summaries and one aspect, 3 layers."""
+    root = tmp_path_factory.mktemp("project")
+    for name in ("dvc.yaml", "pipelines"):
+        source = REPO / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, root / name)
+    with open(REPO / "data" / "summeval" / "summeval.jsonl", encoding="utf-8") as handle:
+        rows = [json.loads(next(handle)) for _ in range(64)]
+    rows = [r for r in rows if r["system_id"] in {"M0", "M1", "M8", "M22"}]
+    (root / "labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tree = yaml.safe_load((REPO / "data" / "summeval" / "aspects.yaml").read_text())
+    tree["criteria"] = [c for c in tree["criteria"] if c["id"] == "coherence"]
+    (root / "aspects.yaml").write_text(yaml.safe_dump(tree))
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["data"].update(
+        path="labels.jsonl",
+        criteria="aspects.yaml",
+        aspects=["coherence"],
+        n_docs=None,
+        test_fraction=0.25,
+    )
+    # top_k covers every layer-2 criterion, so new labels cannot change what is decomposed
+    params["hierarchy"].update(children=2, top_k=2, cv_folds=2, importance_repeats=2)
+    params["aggregator"].update(n_trials=2, cv_folds=2)
+    params["evaluate"]["bootstrap"] = 10
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    bin_dir = str(Path(sys.executable).parent)
+    env = {
+        **os.environ,
+        "PATH": bin_dir + os.pathsep + os.environ["PATH"],
+        "HDEVAL_CACHE": str(root / "llm-cache.sqlite"),
+        "PYTHONPATH": str(REPO),
+    }
+    _run([f"{bin_dir}/dvc", "init", "--no-scm", "-q"], root, env)
+    return root, env, rows, params
+
+
+def _reports(root: Path) -> list[dict]:
+    return [json.loads((root / f"work/layers/{n}/report.json").read_text()) for n in (1, 2, 3)]
+
+
+def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
+    root, env, rows, params = project
+    dvc = str(Path(sys.executable).parent / "dvc")
+
+    _run([dvc, "repro"], root, env)
+    assert (root / "models/evaluator/aggregator.onnx").is_file()
+    metrics = json.loads((root / "metrics.json").read_text())
+    assert set(metrics["held_out"]) >= {"evaluator", "hdeval", "without_layer_3", "averaged_scores"}
+    assert "pearson" in metrics["held_out"]["evaluator"]["coherence"]["dataset"]
+    assert sum(r["llm_calls"] for r in _reports(root)) > 0
+    assert "held_out" in _run([dvc, "metrics", "show", "--json"], root, env)
+
+    assert "up to date" in _run([dvc, "status"], root, env)
+    again = _run([dvc, "repro"], root, env)
+    assert "didn't change, skipping" in again and "Running stage" not in again
+
+    new = [{**r, "scores": {**r["scores"], "coherence": 5.0}} for r in rows[:3]]
+    (root / "new_labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in new))
+    params["data"]["new_labels"] = ["new_labels.jsonl"]
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    third = _run([dvc, "repro"], root, env)
+    assert "Running stage 'prepare'" in third
+    assert [r["llm_calls"] for r in _reports(root)] == [0, 0, 0]
+    assert json.loads((root / "metrics.json").read_text())["llm"]["llm_calls"] == 0

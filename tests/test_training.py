@@ -1,0 +1,159 @@
+"""HD-Eval end to end on the real embedded judge, tiny: grow, score, prune, train, export."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hdeval.cache import ResultCache
+from hdeval.criteria import CriteriaTree, Criterion
+from hdeval.errors import ModelIntegrityError
+from hdeval.evaluator import Evaluator
+from hdeval.training import HierarchyParams
+from hdeval.workflow import (
+    AggregatorParams,
+    DataParams,
+    EvaluateParams,
+    TrainConfig,
+    train_evaluator,
+)
+
+pytestmark = pytest.mark.model
+REPO = Path(__file__).resolve().parents[1]
+
+ASPECTS = ["coherence", "fluency"]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """4 documents x 5 systems of SummEval and a 2-aspect layer-1 tree."""
+    root = tmp_path_factory.mktemp("tiny")
+    with open(REPO / "data" / "summeval" / "summeval.jsonl", encoding="utf-8") as handle:
+        head = [json.loads(next(handle)) for _ in range(64)]
+    rows = [r for r in head if r["system_id"] in {"M0", "M1", "M2", "M5", "M8"}]
+    labels = root / "labels.jsonl"
+    labels.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tree = CriteriaTree(
+        [
+            Criterion("coherence", "coherence", "the summary is well-structured and organized"),
+            Criterion("fluency", "fluency", "the sentences are grammatical and easy to read"),
+        ]
+    )
+    tree.to_yaml(root / "aspects.yaml")
+    return root, labels, len(rows)
+
+
+def _config(root, labels, kind: str) -> TrainConfig:
+    return TrainConfig(
+        data=DataParams(
+            path=labels,
+            aspects=ASPECTS,
+            criteria=root / "aspects.yaml",
+            n_docs=None,
+            test_fraction=0.25,
+            seed=0,
+        ),
+        hierarchy=HierarchyParams(layers=2, children=2, top_k=1, cv_folds=2, importance_repeats=2),
+        aggregator=AggregatorParams(kind=kind, n_trials=2, cv_folds=2),
+        evaluate=EvaluateParams(bootstrap=10),
+    )
+
+
+def test_train_every_aggregator_export_and_score_through_onnx(tiny, embedded_backend, tmp_path):
+    root, labels, _ = tiny
+    cache = ResultCache(root / "cache.sqlite")
+    for kind in ("linear", "tree", "forest", "mlp"):
+        bundle = tmp_path / kind
+        metrics = train_evaluator(
+            _config(root, labels, kind), embedded_backend, cache, bundle, tmp_path / "work", False
+        )
+        layers = metrics["layers"]
+        assert [r["layer"] for r in layers] == [1, 2]
+        assert len(layers[1]["criteria"]) >= 2  # layer 2 grew from the LLM's decomposition
+        assert set(metrics["held_out"]) >= {"hdeval", "without_layers_2_3", "averaged_scores"}
+        card = json.loads((bundle / "card.json").read_text())
+        assert card["llm_identity"] == embedded_backend.identity
+        assert len(card["feature_names"]) == len(CriteriaTree.from_yaml(bundle / "criteria.yaml"))
+
+        evaluator = Evaluator.load(bundle, embedded_backend, cache)
+        result = evaluator.score(
+            "The cat sat on the mat all day. It did not move.", "A cat sat on a mat."
+        )
+        assert set(result["aspects"]) == set(ASPECTS)
+        assert all(math.isfinite(v) for v in result["aspects"].values()), result
+        assert set(result["criteria"]) == set(card["feature_names"])
+
+    tree = CriteriaTree.from_yaml(tmp_path / "linear" / "criteria.yaml")
+    assert tree.depth == 2 and all(c.decomposed for c in tree.layer(1))
+    assert cache.info()["results"]["decompose"] == 2
+
+
+def test_bundle_refuses_mismatched_criteria_and_judge(tiny, embedded_backend, tmp_path):
+    root, labels, _ = tiny
+    cache = ResultCache(root / "cache.sqlite")
+    bundle = tmp_path / "b"
+    train_evaluator(
+        _config(root, labels, "linear"), embedded_backend, cache, bundle, tmp_path, False
+    )
+
+    class OtherJudge:
+        identity = "openai-compatible:some-other-model"
+
+    with pytest.raises(ModelIntegrityError, match="trained with judge"):
+        Evaluator.load(bundle, OtherJudge(), cache)
+
+    text = (bundle / "criteria.yaml").read_text()
+    edited = text.replace("well-structured and organized", "well-structured", 1)
+    assert edited != text
+    (bundle / "criteria.yaml").write_text(edited)
+    with pytest.raises(ModelIntegrityError, match="criteria hash"):
+        Evaluator.load(bundle, embedded_backend, cache)
+
+
+def test_cli_score_writes_jsonl_rows(tiny, embedded_backend, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from hdeval.cli import app
+
+    root, labels, _ = tiny
+    monkeypatch.setenv("HDEVAL_CACHE", str(root / "cache.sqlite"))
+    bundle = tmp_path / "b"
+    train_evaluator(
+        _config(root, labels, "linear"),
+        embedded_backend,
+        ResultCache(root / "cache.sqlite"),
+        bundle,
+        tmp_path,
+        False,
+    )
+    inputs = tmp_path / "in.jsonl"
+    inputs.write_text("".join(labels.read_text().splitlines(keepends=True)[:2]))
+    out = tmp_path / "out.jsonl"
+    monkeypatch.chdir(tmp_path)  # no params.yaml here: the embedded judge is the default
+    result = CliRunner().invoke(
+        app, ["score", str(inputs), "--model", str(bundle), "--out", str(out), "--explain"]
+    )
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 2
+    for row in rows:
+        assert set(row["scores"]) == set(ASPECTS)
+        assert all(isinstance(v, float) for v in row["scores"].values())
+        assert len(row["criteria"]) >= 4 and row["failures"] == []
+        for aspect, explained in row["explanation"]["aspects"].items():
+            total = explained["base"] + sum(explained["contributions"].values())
+            assert total == pytest.approx(row["scores"][aspect], abs=1e-6)
+
+
+def test_production_path_imports_no_training_libraries():
+    code = (
+        "import sys, hdeval.evaluator, hdeval.cli;"
+        "bad = [m for m in ('sklearn', 'optuna', 'skl2onnx', 'shap') if m in sys.modules];"
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
