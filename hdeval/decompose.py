@@ -22,7 +22,7 @@ from hdeval.errors import ConfigError, HDEvalError
 from hdeval.llm.types import LLMBackend
 
 log = logging.getLogger(__name__)
-TEMPLATE_VERSION = "g1-decompose-v2"
+TEMPLATE_VERSION = "g1-decompose-v3"
 CACHE_KIND = "decompose"
 MAX_NAME_WORDS = 24  # small models name criteria with whole questions
 MAX_NAME_CHARS = 160
@@ -40,7 +40,20 @@ the fine-grained criteria.
 Answer with a numbered list and nothing else, one criterion per line, in the form:
 1. <short name>: <one-sentence definition>"""
 
+# Asked when the first wording yields nothing new: a small judge that echoes the node under the
+# first wording (typically below layer 2) often splits it under this one, and vice versa.
+_ALTERNATE_TEMPLATE = """\
+I would like to perform automatic evaluation on the quality of generated text for this task: \
+{task}
+I would like to evaluate the criterion "{name}": {definition}
+Please give me {k} fine-grained evaluation criteria that are narrower parts of "{name}". \
+Do not repeat "{name}" itself.
+Answer with a numbered list and nothing else, one criterion per line, in the form:
+1. <short name>: <one-sentence definition>"""
+
 _PARENT_LINE = 'It is one part of the broader criterion "{name}": {definition}\n'
+# Names copied from the answer format rather than criteria ("<short name>", "criterion 2").
+_PLACEHOLDER = re.compile(r"[<>]|\bcriterion\s*\d+\b|^short name$", re.I)
 
 # Names that mark chatter lines, never criteria ("Note: ...", "In summary: ...").
 _NOT_NAMES = frozenset(
@@ -75,9 +88,16 @@ _SEPARATORS = (":", " -- ", *(f" {dash} " for dash in _DASHES))
 
 # ---------------------------------------------------------------------- prompt
 def decomposition_prompt(
-    task_description: str, node: Criterion, parent: Criterion | None, k: int
+    task_description: str,
+    node: Criterion,
+    parent: Criterion | None,
+    k: int,
+    alternate: bool = False,
 ) -> str:
-    """The Appendix G.1 decomposition prompt for one ``node`` (with its ``parent``, if any)."""
+    """The Appendix G.1 decomposition prompt for one ``node`` (with its ``parent``, if any).
+
+    ``alternate`` selects the second wording, tried when the first yields nothing new.
+    """
     if k < 1:
         raise ConfigError(f"child count k must be >= 1, got {k}")
     parent_line = (
@@ -85,7 +105,7 @@ def decomposition_prompt(
         if parent is None
         else _PARENT_LINE.format(name=parent.name, definition=parent.definition)
     )
-    return _TEMPLATE.format(
+    return (_ALTERNATE_TEMPLATE if alternate else _TEMPLATE).format(
         task=task_description.strip(),
         name=node.name,
         definition=node.definition.strip(),
@@ -238,15 +258,17 @@ def decompose_node(
     """The children the LLM proposes for ``node`` (ids not yet unique against the tree).
 
     Greedy decoding gives one reply per prompt, and a small judge asked for few items sometimes
-    only repeats the node. The request is then repeated asking for more items (``k + 2``, then
-    ``k + 4``), of which the first ``k`` new ones are kept; the error naming the node comes only
-    when every attempt fails. Raw replies are cached whether or not they parse (they are what
-    the judge says to that prompt) and are parsed again on every run, so a re-run makes no LLM
-    call and a better parser applies to old replies.
+    only repeats the node or copies the answer format. The request is then repeated in the
+    alternate wording, then both again asking for ``k + 2`` items, of which the first ``k`` new
+    ones are kept; the error naming the node comes only when every attempt fails. Raw replies
+    are cached whether or not they parse (they are what the judge says to that prompt) and are
+    parsed again on every run, so a re-run makes no LLM call and a better parser applies to old
+    replies.
     """
     problems = []
-    for ask in (k, k + 2, k + 4):
-        prompt = decomposition_prompt(task_description, node, tree.parent(node), ask)
+    attempts = [(k, False), (k, True), (k + 2, False), (k + 2, True)]
+    for ask, alternate in attempts:
+        prompt = decomposition_prompt(task_description, node, tree.parent(node), ask, alternate)
         key = cache_key(CACHE_KIND, backend.identity, template_version, prompt)
         reply, from_cache = _reply(backend, cache, key, prompt, max_new_tokens)
         if not from_cache:
@@ -275,11 +297,11 @@ def _new_pairs(
     while current is not None:
         lineage.add(slugify(current.name))
         current = tree.parent(current)
-    kept = [(n, d) for n, d in pairs if slugify(n) not in lineage]
+    kept = [(n, d) for n, d in pairs if slugify(n) not in lineage and not _PLACEHOLDER.search(n)]
     if not kept:
         raise HDEvalError(
-            f"the decomposition reply for criterion {node.id!r} only repeats the criterion "
-            f"or its parents: {[n for n, _ in pairs]}"
+            f"the decomposition reply for criterion {node.id!r} only repeats the criterion, "
+            f"its parents or the answer format: {[n for n, _ in pairs]}"
         )
     return kept
 

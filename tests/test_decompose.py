@@ -246,10 +246,10 @@ def test_decompose_bad_reply_names_node_and_rerun_makes_no_llm_call(tmp_path) ->
     backend = CannedBackend({"Coherence": "Sorry, I cannot do that."})
     with pytest.raises(HDEvalError, match=r"empty.*'coherence'"):
         decompose(_tree(), ["coherence"], backend, cache, TASK, k=4)
-    assert len(backend.prompts) == 3  # asked for k, k + 2, k + 4
+    assert len(backend.prompts) == 4  # k and k + 2 items, in each of the two wordings
     with pytest.raises(HDEvalError, match="'coherence'"):
         decompose(_tree(), ["coherence"], backend, cache, TASK, k=4)
-    assert len(backend.prompts) == 3  # raw replies are cached; only the parse is repeated
+    assert len(backend.prompts) == 4  # raw replies are cached; only the parse is repeated
 
 
 def test_decompose_keeps_a_node_it_cannot_split_as_a_leaf(tmp_path) -> None:
@@ -293,7 +293,7 @@ class EchoThenListBackend(CannedBackend):
 
     def generate(self, prompt: str, max_new_tokens: int = 512) -> str:
         self.prompts.append(prompt)
-        if "give me 2 fine-grained" in prompt:
+        if "give me 2 fine-grained evaluation criteria, narrower" in prompt:
             return "1. Coherence: the summary is coherent.\n2. Coherence: it is coherent."
         return (
             "1. Order: sentences follow a logical order.\n"
@@ -306,7 +306,15 @@ def test_decompose_asks_for_more_when_the_reply_only_repeats_the_node(tmp_path):
     backend = EchoThenListBackend({})
     tree = decompose(_tree(), ["coherence"], backend, cache, TASK, k=2)
     assert [c.name for c in tree.children("coherence")] == ["Order", "Focus"]
-    assert len(backend.prompts) == 2
+    assert len(backend.prompts) == 2  # the second attempt uses the alternate wording
     again = decompose(_tree(), ["coherence"], backend, cache, TASK, k=2)
     assert [c.name for c in again.children("coherence")] == ["Order", "Focus"]
     assert len(backend.prompts) == 2  # both replies come from the cache
+
+
+def test_placeholder_names_copied_from_the_answer_format_are_not_criteria(tmp_path):
+    cache = ResultCache(tmp_path / "c.sqlite")
+    reply = "1. <short name>: <one-sentence definition>\n2. <summary criterion 1>: a criterion."
+    backend = CannedBackend({"Coherence": reply})
+    with pytest.raises(HDEvalError, match="answer format"):
+        decompose(_tree(), ["coherence"], backend, cache, TASK, k=2)

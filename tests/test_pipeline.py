@@ -80,11 +80,16 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     again = _run([dvc, "repro"], root, env)
     assert "didn't change, skipping" in again and "Running stage" not in again
 
-    new = [{**r, "scores": {**r["scores"], "coherence": 5.0}} for r in rows[:3]]
+    train_ids = {
+        json.loads(line)["id"]
+        for line in (root / "work/prepared/train.jsonl").read_text().splitlines()
+    }
+    new = [{**r, "scores": {**r["scores"], "coherence": 5.0}} for r in rows if r["id"] in train_ids]
+    new = new[:3]
     (root / "new_labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in new))
     params["data"]["new_labels"] = ["new_labels.jsonl"]
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     third = _run([dvc, "repro"], root, env)
-    assert "Running stage 'prepare'" in third
+    assert "Running stage 'prepare'" in third and "Running stage 'layer@1'" in third
     assert [r["llm_calls"] for r in _reports(root)] == [0, 0, 0]
     assert json.loads((root / "metrics.json").read_text())["llm"]["llm_calls"] == 0

@@ -1,0 +1,295 @@
+"""DHP statistics against hand-computed numbers, and run_dhp on a deterministic fake scorer."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hdeval.data import load_labels
+from hdeval.dhp import (
+    DHPResult,
+    discernment,
+    failed_perturbations,
+    harmonic_mean_p,
+    level_weighted_average,
+    plot_dhp,
+    reference_samples,
+    resolve_weights,
+    run_dhp,
+    wilcoxon_p,
+)
+from hdeval.errors import ConfigError
+from hdeval.perturb import (
+    CharacterDeletion,
+    InstructionInjection,
+    SentenceReorder,
+    detokenize,
+)
+
+# --------------------------------------------------------------------------- Wilcoxon
+
+
+def exact_upper_tail(differences: list[float]) -> float:
+    """P(W+ >= observed W+) under H0 by enumerating all 2^n sign patterns (no ties, no zeros)."""
+    ranks = {abs(d): r for r, d in enumerate(sorted(differences, key=abs), start=1)}
+    observed = sum(ranks[abs(d)] for d in differences if d > 0)
+    n = len(differences)
+    count = sum(
+        sum(r for r, s in zip(range(1, n + 1), signs, strict=True) if s) >= observed
+        for signs in itertools.product([False, True], repeat=n)
+    )
+    return count / 2**n
+
+
+def test_wilcoxon_one_sided_exact_small_case():
+    original = [1.0, 2.0, 3.0, 4.0]
+    perturbed = [0.0, 0.0, 0.0, 4.5]
+    # differences 1, 2, 3, -0.5 -> ranks 2, 3, 4, 1 -> W+ = 9; W+ >= 9 for {2,3,4} and {1,2,3,4}
+    assert exact_upper_tail([1.0, 2.0, 3.0, -0.5]) == 2 / 16
+    assert wilcoxon_p(original, perturbed) == pytest.approx(2 / 16)
+
+
+def test_wilcoxon_all_higher_and_direction():
+    original = [5.0, 4.0, 3.0, 2.0, 1.0]
+    perturbed = [4.0, 2.0, 0.0, -2.0, -4.0]  # differences 1..5, all positive
+    assert wilcoxon_p(original, perturbed) == pytest.approx(1 / 32)
+    # the one-sided test asks "original > perturbed": the reverse gives no evidence
+    assert wilcoxon_p(perturbed, original) == pytest.approx(1.0)
+
+
+def test_wilcoxon_drops_nan_pairs_and_zero_differences():
+    original = [1.0, 2.0, 3.0, 4.0, np.nan, 7.0, 9.0]
+    perturbed = [0.0, 0.0, 0.0, 4.5, 1.0, np.nan, 9.0]  # NaN pairs dropped, 9 vs 9 is a zero
+    assert wilcoxon_p(original, perturbed) == pytest.approx(2 / 16)
+
+
+def test_wilcoxon_degenerate_cases():
+    assert wilcoxon_p([3.0, 3.0, 4.0], [3.0, 3.0, 4.0]) == 1.0  # documented: all pairs equal
+    assert math.isnan(wilcoxon_p([np.nan, 1.0], [2.0, np.nan]))  # no pair left
+    with pytest.raises(ValueError):
+        wilcoxon_p([1.0, 2.0], [1.0])
+
+
+# --------------------------------------------------------------------------- HMP and D
+
+
+def test_harmonic_mean_p_unweighted_and_weighted():
+    assert harmonic_mean_p([0.01, 0.04]) == pytest.approx(2 / (100 + 25))  # 0.016
+    # weights 3:1 -> 0.75, 0.25: 1 / (0.75 / 0.01 + 0.25 / 0.04) = 1 / 81.25
+    assert harmonic_mean_p([0.01, 0.04], [3, 1]) == pytest.approx(1 / 81.25)
+    assert harmonic_mean_p([0.01, 0.04], [0.75, 0.25]) == pytest.approx(1 / 81.25)
+    assert harmonic_mean_p([0.01, 0.5], [0.0, 1.0]) == pytest.approx(0.5)
+    assert harmonic_mean_p([0.03]) == pytest.approx(0.03)
+
+
+def test_harmonic_mean_p_nan_and_bad_input():
+    assert harmonic_mean_p([0.02, np.nan], [0.5, 0.5]) == pytest.approx(0.02)
+    assert math.isnan(harmonic_mean_p([np.nan]))
+    assert math.isnan(harmonic_mean_p([0.1, 0.2], [0.0, 0.0]))
+    with pytest.raises(ValueError):
+        harmonic_mean_p([0.1, 0.2], [1.0])
+    with pytest.raises(ValueError):
+        harmonic_mean_p([0.1, 1.2])
+    with pytest.raises(ValueError):
+        harmonic_mean_p([0.1, 0.2], [-1.0, 2.0])
+
+
+def test_discernment_values():
+    assert discernment(0.05) == pytest.approx(1.0)
+    assert discernment(0.0025) == pytest.approx(2.0)
+    assert discernment(1.0) == 0.0
+    assert math.isnan(discernment(math.nan))
+
+
+def test_level_weighted_average_counts_each_level_equally():
+    values = [1.0, 2.0, 3.0, 4.0]
+    levels = ["character", "character", "character", "sentence"]
+    # character mean 2, sentence mean 4 -> 3 (a plain mean would give 2.5)
+    assert level_weighted_average(values, levels) == pytest.approx(3.0)
+    assert level_weighted_average([1.0, math.nan, 4.0], ["word", "word", "sentence"]) == 2.5
+    assert math.isnan(level_weighted_average([math.nan], ["word"]))
+
+
+def test_resolve_weights_restricts_and_normalises():
+    ew, source = resolve_weights("deletion_major", ["fluency", "coherence"], None)
+    assert source == "expert"
+    assert ew == pytest.approx({"fluency": 0.7 / 0.9, "coherence": 0.2 / 0.9})
+    ew, source = resolve_weights("deletion_minor", ["overall"], None)
+    assert (ew, source) == ({"overall": 1.0}, "equal")
+    ew, _ = resolve_weights("reorder_minor", ["a", "b"], {"reorder_minor": {"a": 2, "b": 2}})
+    assert ew == {"a": 0.5, "b": 0.5}
+
+
+# --------------------------------------------------------------------------- run_dhp
+
+TEXTS = [
+    "The council approved the new budget on Monday. Spending on schools rises by 4%. "
+    "The mayor called it a fair deal.",
+    "A storm closed the harbour for two days. Fishing boats stayed in port. "
+    "Repairs to the pier will start next week.",
+    "The museum opened a wing for modern art. Visitors queued for hours. "
+    "Tickets are free until the end of May.",
+    "Scientists found a new species of frog in Peru. It is smaller than a coin. "
+    "The team plans a second expedition next year.",
+    "The local team won the cup after extra time. Their striker scored twice. "
+    "Fans celebrated in the main square until midnight.",
+    "A new bridge links the two halves of the town. It took three years to build. "
+    "Traffic in the centre has already fallen.",
+]
+
+
+def make_samples(texts: list[str]) -> pd.DataFrame:
+    ids = [f"d{i}" for i in range(len(texts))]
+    return pd.DataFrame(
+        {
+            "doc_id": ids,
+            "system_id": "reference",
+            "source": "an article",
+            "output": texts,
+            "references": [[] for _ in texts],
+        },
+        index=pd.Index(ids, name="id"),
+    )
+
+
+class LengthScorer:
+    """fluency = text length (hurt by deletions, raised by injections); coherence constant."""
+
+    def __init__(self) -> None:
+        self.name = "length"
+        self.metrics = ["fluency", "coherence"]
+        self.calls = 0
+
+    def score(self, samples: pd.DataFrame) -> pd.DataFrame:
+        self.calls += 1
+        return pd.DataFrame(
+            {"fluency": samples["output"].str.len().astype(float), "coherence": 3.0},
+            index=samples.index,
+        )
+
+
+@pytest.fixture(scope="module")
+def fake_result() -> tuple[DHPResult, LengthScorer]:
+    scorer = LengthScorer()
+    perturbations = [
+        CharacterDeletion("minor"),
+        CharacterDeletion("major"),
+        SentenceReorder("minor"),
+        SentenceReorder("major"),
+        InstructionInjection(),
+    ]
+    result = run_dhp(scorer, make_samples(TEXTS), perturbations, None, None, seed=7)
+    return result, scorer
+
+
+def test_run_dhp_table_matches_hand_numbers(fake_result):
+    result, scorer = fake_result
+    assert scorer.calls == 1  # originals and every perturbed copy scored in one call
+    table = result.table
+    assert list(table.index) == [
+        "deletion_minor",
+        "deletion_major",
+        "reorder_minor",
+        "reorder_major",
+        "instruction_injection",
+    ]
+    n = len(TEXTS)
+    # deletions: every fluency difference positive -> p = 1/2^6; coherence all equal -> p = 1
+    p_del = harmonic_mean_p([1 / 2**n, 1.0])
+    assert p_del == pytest.approx(2 / (2**n + 1))
+    for name in ("deletion_minor", "deletion_major"):
+        row = table.loc[name]
+        assert row["n_texts"] == n and row["n_dropped"] == 0 and row["n_pairs"] == n
+        assert row["p:fluency"] == pytest.approx(1 / 2**n)
+        assert row["p:coherence"] == 1.0
+        assert row["D"] == pytest.approx(discernment(p_del))
+        # expert weights fluency 0.7, coherence 0.2 (relevance not a metric) -> renormalised
+        p_ew = 1 / ((0.7 / 0.9) * 2**n + (0.2 / 0.9) * 1)
+        assert row["p_ew"] == pytest.approx(p_ew)
+        assert row["D_ew"] == pytest.approx(discernment(p_ew))
+    assert table.loc["deletion_minor", "delta:fluency"] == pytest.approx(10)
+    assert table.loc["deletion_major", "delta:fluency"] == pytest.approx(50)
+    # reordering keeps the length: no discernment at all
+    assert table.loc["reorder_minor", "D"] == 0.0 and table.loc["reorder_major", "D_ew"] == 0.0
+    # D_avg: character level mean D_del, sentence level mean 0 -> D_del / 2; D_min = 0
+    assert result.D_avg == pytest.approx(discernment(p_del) / 2)
+    assert result.D_min == 0.0 and result.D_min_ew == 0.0
+    assert result.D_avg_ew == pytest.approx(discernment(p_ew) / 2)
+
+
+def test_run_dhp_probe_reported_not_averaged(fake_result):
+    result, _ = fake_result
+    row = result.table.loc["instruction_injection"]
+    assert bool(row["probe"])
+    # the injection makes every text longer: the reverse test is significant
+    assert row["D"] == 0.0
+    assert row["D_reward"] == pytest.approx(discernment(2 / (2 ** len(TEXTS) + 1)))
+    assert row["D_reward_ew"] > 1
+    assert math.isnan(result.table.loc["deletion_minor", "D_reward"])
+    assert failed_perturbations(result) == [
+        "reorder_minor",
+        "reorder_major",
+        "instruction_injection",
+    ]
+    assert failed_perturbations(result, threshold=0.5, probe_threshold=math.inf) == [
+        "reorder_minor",
+        "reorder_major",
+    ]
+
+
+def test_run_dhp_to_dict_and_plot(fake_result, tmp_path):
+    result, _ = fake_result
+    data = result.to_dict()
+    json.dumps(data)  # JSON-ready
+    assert data["D_min"] == 0.0 and len(data["perturbations"]) == 5
+    assert data["failed"] == failed_perturbations(result)
+    png = plot_dhp(result, tmp_path / "plots" / "dhp.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_run_dhp_counts_drops():
+    texts = [*TEXTS[:3], "Too short."]  # 8 alphanumerics: deletion_minor (k=10) drops it
+    result = run_dhp(
+        LengthScorer(), make_samples(texts), [CharacterDeletion("minor")], None, None, seed=1
+    )
+    assert result.drops == {"deletion_minor": {"fewer than 10 alphanumeric characters": 1}}
+    assert result.table.loc["deletion_minor", "n_dropped"] == 1
+    assert result.table.loc["deletion_minor", "n_texts"] == 3
+    assert result.table.loc["deletion_minor", "p:fluency"] == pytest.approx(1 / 8)
+
+
+# --------------------------------------------------------------------------- reference samples
+
+
+@pytest.fixture()
+def summeval_data(summeval_rows, tmp_path):
+    path = tmp_path / "labels.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in summeval_rows))
+    aspects = list(summeval_rows[0]["scores"])
+    return load_labels(path, aspects, (1.0, 5.0))
+
+
+def test_reference_samples_one_row_per_document(summeval_data, summeval_rows):
+    table = reference_samples(summeval_data, n=None, seed=0)
+    docs = list(dict.fromkeys(r["doc_id"] for r in summeval_rows))
+    assert list(table.index) == docs and list(table["doc_id"]) == docs
+    first = next(r for r in summeval_rows if r["doc_id"] == docs[0])
+    row = table.loc[docs[0]]
+    assert row["output"] == detokenize(first["references"][0])
+    assert row["references"] == first["references"][1:]
+    assert row["source"] == first["source"] and row["system_id"] == "reference"
+    raw = reference_samples(summeval_data, n=None, seed=0, detokenise=False)
+    assert raw.loc[docs[0], "output"] == first["references"][0]
+
+
+def test_reference_samples_seeded_choice(summeval_data):
+    one = reference_samples(summeval_data, n=1, seed=3)
+    assert len(one) == 1
+    assert one.equals(reference_samples(summeval_data, n=1, seed=3))
+    with pytest.raises(ConfigError):
+        reference_samples(summeval_data, n=5, seed=0)

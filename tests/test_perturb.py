@@ -1,0 +1,348 @@
+"""Perturbations: rule effects and seeding, LLM drops and caching, and a tiny real DHP run."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hdeval.cache import ResultCache
+from hdeval.criteria import CriteriaTree, Criterion
+from hdeval.errors import ConfigError
+from hdeval.perturb import (
+    CACHE_KIND,
+    DROP_EMPTY,
+    DROP_UNCHANGED,
+    INJECTION_SENTENCE,
+    CharacterDeletion,
+    InstructionInjection,
+    LLMPerturbation,
+    RandomTypos,
+    SentenceReorder,
+    detokenize,
+    perturb_all,
+    split_sentences,
+    strip_chatter,
+    summary_perturbations,
+)
+
+TEXT = (
+    "Andros Townsend was an 83rd minute substitute in Tottenham's draw with Burnley. He was "
+    "unable to find a winner as the game ended without a goal. Townsend had clashed with Paul "
+    "Merson last week over his England call-up. Merson later admitted that he had been wrong "
+    "about the winger. The two men are now said to be on good terms."
+)
+
+
+def alnum_count(text: str) -> int:
+    return sum(ch.isalnum() for ch in text)
+
+
+# --------------------------------------------------------------------------- rule-based
+
+
+@pytest.mark.parametrize(("severity", "k"), [("minor", 10), ("major", 50)])
+def test_deletion_removes_exactly_k_alphanumerics(severity, k):
+    pert = CharacterDeletion(severity)
+    out = pert.apply(TEXT, seed=1)
+    assert out.ok and pert.k == k and pert.level == "character"
+    assert len(TEXT) - len(out.text) == k
+    assert alnum_count(TEXT) - alnum_count(out.text) == k
+    non_alnum = Counter(ch for ch in TEXT if not ch.isalnum())
+    assert Counter(ch for ch in out.text if not ch.isalnum()) == non_alnum
+    assert pert.apply(TEXT, seed=1) == out  # reproducible per (text, seed)
+    assert pert.apply(TEXT, seed=2).text != out.text
+
+
+def test_deletion_of_too_short_text_is_dropped():
+    out = CharacterDeletion("major").apply("Far too short to lose fifty.", seed=0)
+    assert not out.ok and out.reason == "fewer than 50 alphanumeric characters"
+
+
+def test_typos_change_text_reproducibly_and_leave_global_random_alone():
+    random.seed(1234)
+    state = random.getstate()
+    expected_next = random.random()
+    random.setstate(state)
+    pert = RandomTypos("minor")
+    out = pert.apply(TEXT, seed=5)
+    assert random.getstate() == state  # typo reseeds the global generator: restored
+    assert random.random() == expected_next
+    assert out.ok and out.text != TEXT
+    assert pert.apply(TEXT, seed=5) == out
+    assert pert.apply(TEXT, seed=6).text != out.text
+    major = RandomTypos("major").apply(TEXT, seed=5)
+    assert major.ok and major.text != out.text
+
+
+def test_reorder_keeps_the_sentences():
+    original = split_sentences(TEXT)
+    assert len(original) == 5
+    minor = SentenceReorder("minor").apply(TEXT, seed=3)
+    major = SentenceReorder("major").apply(TEXT, seed=3)
+    for out in (minor, major):
+        sentences = split_sentences(out.text)
+        assert Counter(sentences) == Counter(original)
+        assert sentences != original
+    moved = [a != b for a, b in zip(split_sentences(minor.text), original, strict=True)]
+    assert sum(moved) == 2  # minor: one swap
+    assert SentenceReorder("major").apply(TEXT, seed=3) == major
+    single = SentenceReorder("minor").apply("Only one sentence here.", seed=0)
+    assert not single.ok and single.reason == "fewer than 2 sentences"
+
+
+def test_injection_contains_the_instruction():
+    pert = InstructionInjection()
+    assert pert.probe and pert.level == "sentence"
+    out = pert.apply(TEXT, seed=0)
+    assert out.text.endswith(INJECTION_SENTENCE) and out.text.startswith(TEXT)
+    inserted = InstructionInjection(position="random").apply(TEXT, seed=4)
+    assert INJECTION_SENTENCE in inserted.text
+    assert Counter(split_sentences(inserted.text)) == Counter(
+        [*split_sentences(TEXT), INJECTION_SENTENCE]
+    )
+
+
+def test_sentence_split_and_detokenize():
+    tokenised = "Chelsea have made an offer for Muto . He is 22 , and Japan 's star ."
+    assert (
+        detokenize(tokenised) == "Chelsea have made an offer for Muto. He is 22, and Japan's star."
+    )
+    assert split_sentences("Mr. Smith met U.S. officials. They agreed! Then 3 left.") == [
+        "Mr. Smith met U.S. officials.",
+        "They agreed!",
+        "Then 3 left.",
+    ]
+
+
+def test_default_set_has_all_dhp_perturbations_and_the_probe():
+    names = [p.name for p in summary_perturbations()]
+    assert len(names) == 13 and len(set(names)) == 13
+    assert names[-1] == "instruction_injection"
+    levels = [p.level for p in summary_perturbations(probes=False)]
+    assert levels == sorted(levels, key=["character", "word", "sentence"].index)
+    assert [p.name for p in summary_perturbations(llm=False, probes=False)] == [
+        "deletion_minor",
+        "deletion_major",
+        "typo_minor",
+        "typo_major",
+        "reorder_minor",
+        "reorder_major",
+    ]
+    with pytest.raises(ConfigError):
+        CharacterDeletion("medium")  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- LLM-based (canned)
+
+
+class CannedBackend:
+    """Replies from a table keyed by a word of the original text; counts calls."""
+
+    identity = "canned-test-backend"
+
+    def __init__(self, replies: dict[str, str]) -> None:
+        self.replies = replies
+        self.calls = 0
+
+    def generate(self, prompt: str, max_new_tokens: int = 512) -> str:
+        self.calls += 1
+        text = prompt.rsplit("Summary:\n", 1)[1]
+        return next(reply.format(text=text) for key, reply in self.replies.items() if key in text)
+
+    def digit_scores(self, segments, suffixes):  # pragma: no cover - not used here
+        raise NotImplementedError
+
+    def loglikelihoods(self, segments, items):  # pragma: no cover - not used here
+        raise NotImplementedError
+
+
+def test_strip_chatter():
+    reply = (
+        "Sure! Here is the rewritten summary:\n\n"
+        "**Revised Summary:** Tara Quill won the race.\n"
+        "She finished first.\n\n"
+        "Note: I replaced the name Maria Lopez."
+    )
+    assert strip_chatter(reply) == "Tara Quill won the race. She finished first."
+    assert strip_chatter('"Tara Quill won."') == "Tara Quill won."
+    assert strip_chatter("```\nTara won.\n```") == "Tara won."
+
+
+def test_identical_and_empty_llm_output_dropped_and_counted(tmp_path):
+    samples = pd.DataFrame(
+        {
+            "doc_id": ["a", "b", "c", "d"],
+            "source": "src",
+            "output": ["Alpha won the cup .", "Beta won.", "The cup went to Gamma.", "Delta won."],
+            "references": [[], [], [], []],
+        },
+        index=pd.Index(["a", "b", "c", "d"], name="id"),
+    )
+    backend = CannedBackend(
+        {
+            "Alpha": "Here is the rewritten summary:\nAlpha won the cup.",  # only detokenised
+            "Beta": "   ",
+            "Gamma": "Revised summary: The cup went to Zorblat.",
+            "Delta": "Note: nothing to change.",
+        }
+    )
+    cache = ResultCache(tmp_path / "cache.sqlite")
+    pert = LLMPerturbation("fictional_entities", "minor")
+    assert pert.level == "word" and pert.needs_llm
+    tables, drops = perturb_all(samples, [pert], backend, cache, seed=0)
+    assert drops == {pert.name: {DROP_UNCHANGED: 1, DROP_EMPTY: 2}}
+    table = tables[pert.name]
+    assert list(table.index) == ["c"]
+    assert table.loc["c", "output"] == "The cup went to Zorblat."
+    assert table.loc["c", "doc_id"] == "c" and table.loc["c", "source"] == "src"
+    assert backend.calls == 4
+    assert cache.info()["results"] == {CACHE_KIND: 4}
+    again, drops_again = perturb_all(samples, [pert], backend, cache, seed=0)
+    assert backend.calls == 4  # every reply served from the cache
+    assert drops_again == drops and again[pert.name].equals(table)
+
+
+def test_llm_replies_that_visibly_failed_are_dropped():
+    original = "Maria Lopez won the race in Boston. She finished in 2 hours."
+    entities = LLMPerturbation("fictional_entities", "major")
+    assert entities.failed_check(original, "Maria Lopez won a race in Boston. She was fast.")
+    assert entities.failed_check(original, "Tara Quill won the race in Velmora.") is None
+    insertion = LLMPerturbation("rewrite_insert", "minor")
+    merged = "Maria Lopez won the race in Boston in 2 hours."
+    assert insertion.failed_check(original, merged) == "no sentence inserted"
+    longer = "Maria Lopez won the race in Boston. The win was her first. She finished in 2 hours."
+    assert insertion.failed_check(original, longer) is None
+    assert LLMPerturbation("grammar").failed_check(original, merged) is None
+    backend = CannedBackend({"Maria": merged})
+    out = insertion.apply(original, seed=0, backend=backend)
+    assert not out.ok and out.reason == "no sentence inserted"
+
+
+def test_llm_perturbation_needs_a_backend():
+    with pytest.raises(ConfigError):
+        perturb_all(
+            pd.DataFrame({"output": ["x"]}), [LLMPerturbation("grammar")], None, None, seed=0
+        )
+    with pytest.raises(ConfigError):
+        LLMPerturbation("paraphrase")
+
+
+# --------------------------------------------------------------------------- real model
+
+
+def reference_texts(summeval_rows: list[dict], n: int) -> list[str]:
+    """The ``n`` shortest first references of distinct documents, detokenised."""
+    firsts = {r["doc_id"]: detokenize(r["references"][0]) for r in summeval_rows}
+    return sorted(firsts.values(), key=len)[:n]
+
+
+class CountingBackend:
+    """Passes calls through to a real backend and counts generations."""
+
+    def __init__(self, backend) -> None:
+        self.backend = backend
+        self.identity = backend.identity
+        self.generations = 0
+
+    def generate(self, prompt: str, max_new_tokens: int = 512) -> str:
+        self.generations += 1
+        return self.backend.generate(prompt, max_new_tokens)
+
+    def digit_scores(self, segments, suffixes):
+        return self.backend.digit_scores(segments, suffixes)
+
+    def loglikelihoods(self, segments, items):
+        return self.backend.loglikelihoods(segments, items)
+
+
+@pytest.mark.model
+def test_llm_perturbations_on_the_real_model(embedded_backend, summeval_rows, tmp_path):
+    texts = reference_texts(summeval_rows, 2)
+    samples = pd.DataFrame(
+        {"doc_id": ["x", "y"], "source": "src", "output": texts, "references": [[], []]},
+        index=pd.Index(["x", "y"], name="id"),
+    )
+    perturbations = [
+        LLMPerturbation("fictional_entities", "minor"),
+        LLMPerturbation("grammar", "minor"),
+    ]
+    backend = CountingBackend(embedded_backend)
+    cache = ResultCache(tmp_path / "cache.sqlite")
+    tables, drops = perturb_all(samples, perturbations, backend, cache, seed=0)
+    assert backend.generations == 4
+    for pert in perturbations:
+        table = tables[pert.name]
+        assert len(table) + sum(drops[pert.name].values()) == 2
+        for sample_id, text in table["output"].items():
+            assert text.strip() and text != samples.loc[sample_id, "output"]
+    hits = cache.hits
+    again, drops_again = perturb_all(samples, perturbations, backend, cache, seed=0)
+    assert backend.generations == 4 and cache.hits == hits + 4
+    assert drops_again == drops
+    assert all(again[p.name].equals(tables[p.name]) for p in perturbations)
+
+
+TREE = CriteriaTree(
+    [
+        Criterion("coherence", "coherence", "the collective quality of all sentences", None, 1),
+        Criterion("fluency", "fluency", "the quality of the individual sentences", None, 1),
+    ]
+)
+
+
+class TreePromptScorer:
+    """A TextScorer: the judge's expected 1..5 score per criterion of a 2-aspect tree."""
+
+    def __init__(self, backend, cache: ResultCache) -> None:
+        from hdeval.scoring import CriterionScorer
+
+        self.name = "prompt-2-aspects"
+        self.metrics = [c.id for c in TREE]
+        self.scorer = CriterionScorer(backend, cache, modes=("prompt",))
+
+    def score(self, samples: pd.DataFrame) -> pd.DataFrame:
+        run = self.scorer.score(samples, TREE, progress=False)
+        return run.features.rename(columns=lambda c: c.split(":", 1)[1])
+
+
+@pytest.mark.model
+def test_tiny_dhp_run_on_the_real_model(embedded_backend, summeval_rows, tmp_path):
+    from hdeval.dhp import run_dhp
+    from hdeval.scorers import TextScorer
+
+    cache = ResultCache(tmp_path / "cache.sqlite")
+    # the 3 shortest references (of the 2 fixture documents) that both perturbations can change
+    candidates = {}
+    for r in summeval_rows:
+        for ref in r["references"]:
+            text = detokenize(ref)
+            if len(split_sentences(text)) >= 2 and alnum_count(text) >= 50:
+                candidates[text] = r
+    texts = sorted(candidates, key=len)[:3]
+    samples = pd.DataFrame(
+        {
+            "doc_id": [candidates[t]["doc_id"] for t in texts],
+            "system_id": "reference",
+            "source": [candidates[t]["source"] for t in texts],
+            "output": texts,
+            "references": [[], [], []],
+        },
+        index=pd.Index(["t0", "t1", "t2"], name="id"),
+    )
+    scorer = TreePromptScorer(embedded_backend, cache)
+    assert isinstance(scorer, TextScorer)
+    perturbations = [CharacterDeletion("major"), SentenceReorder("major")]
+    result = run_dhp(scorer, samples, perturbations, None, cache, seed=0)
+    table = result.table
+    assert list(table.index) == ["deletion_major", "reorder_major"]
+    assert {"p:coherence", "p:fluency", "p", "D", "p_ew", "D_ew"} <= set(table.columns)
+    assert (table["n_texts"] == 3).all() and (table["n_dropped"] == 0).all()
+    assert np.isfinite(table[["D", "D_ew"]].to_numpy(dtype=float)).all()
+    for value in (result.D_avg, result.D_min, result.D_avg_ew, result.D_min_ew):
+        assert math.isfinite(value)
+    assert result.scores is not None and result.scores.notna().all().all()
