@@ -19,7 +19,13 @@ from hdeval.config import load_yaml_model
 from hdeval.criteria import CriteriaTree
 from hdeval.data import LabelledData, load_labels, save_labels
 from hdeval.errors import ConfigError
-from hdeval.workflow import TrainConfig, ablation_metrics, load_split
+from hdeval.workflow import (
+    TrainConfig,
+    ablation_metrics,
+    export_evaluator,
+    load_split,
+    tune_and_fit,
+)
 
 log = logging.getLogger(__name__)
 
@@ -140,51 +146,16 @@ def _final_layer(cfg: TrainConfig) -> Path:
 
 def train() -> None:
     """Tune the aggregator with document-grouped CV, fit it on all training rows, export."""
-    from hdeval.bundle import export_bundle
-    from hdeval.explain import make_background
-    from hdeval.training import fit_aggregator
-    from hdeval.tuning import tune
-
     cfg = config()
     data = _labels(cfg, "train")
     final = _final_layer(cfg)
     tree = CriteriaTree.from_yaml(final / "tree.yaml")
     features = pd.read_csv(final / "features.csv", index_col=0)
     features.index = features.index.astype(str)
-    targets = data.targets.loc[features.index]
-    groups = data.samples.loc[features.index, "doc_id"].to_numpy()
-    kind, hp = cfg.aggregator.kind, cfg.hierarchy
-    TUNE.mkdir(parents=True, exist_ok=True)
-    params: dict = {}
-    if cfg.aggregator.n_trials:
-        params = tune(
-            kind,
-            features,
-            targets,
-            groups,
-            cfg.aggregator.n_trials,
-            hp.seed,
-            TUNE / "optuna.sqlite",
-            f"{kind}-{data.fingerprint()[:12]}",
-            n_splits=min(cfg.aggregator.cv_folds, len(set(groups))),
-        )
-    _write_json(TUNE / "best_params.json", {"kind": kind, "params": params})
-    model = fit_aggregator(kind, params, features, targets, hp.seed)
+    model, params = tune_and_fit(cfg, features, data, TUNE)
+    _write_json(TUNE / "best_params.json", {"kind": cfg.aggregator.kind, "params": params})
     identity = json.loads((final / "report.json").read_text())["llm_identity"]
-    export_bundle(
-        BUNDLE,
-        model,
-        tree,
-        list(features.columns),
-        data.aspects,
-        llm_identity=identity,
-        task=cfg.task,
-        modes=list(hp.modes),
-        unconditioned=hp.unconditioned,
-        training_data=data.fingerprint(),
-        sample=features.to_numpy(dtype=float),
-        background=make_background(features),
-    )
+    export_evaluator(BUNDLE, model, tree, features, data, cfg, identity)
     print(f"evaluator bundle written to {BUNDLE}")
 
 

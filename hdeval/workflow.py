@@ -120,6 +120,62 @@ def ablation_metrics(
     return results
 
 
+def tune_and_fit(
+    config: TrainConfig, features: pd.DataFrame, train: LabelledData, work_dir: Path
+) -> tuple[object, dict]:
+    """Tune the aggregator with document-grouped CV (study in ``work_dir``), fit it on all rows."""
+    from hdeval.tuning import tune
+
+    targets = train.targets.loc[features.index]
+    groups = train.samples.loc[features.index, "doc_id"].to_numpy()
+    kind, seed = config.aggregator.kind, config.hierarchy.seed
+    work_dir.mkdir(parents=True, exist_ok=True)
+    params: dict = {}
+    if config.aggregator.n_trials:
+        params = tune(
+            kind,
+            features,
+            targets,
+            groups,
+            config.aggregator.n_trials,
+            seed,
+            work_dir / "optuna.sqlite",
+            f"{kind}-{train.fingerprint()[:12]}",
+            n_splits=min(config.aggregator.cv_folds, len(set(groups))),
+        )
+    return fit_aggregator(kind, params, features, targets, seed), params
+
+
+def export_evaluator(
+    out_dir: Path,
+    model,
+    tree: CriteriaTree,
+    features: pd.DataFrame,
+    train: LabelledData,
+    config: TrainConfig,
+    llm_identity: str,
+    metrics: dict | None = None,
+) -> Path:
+    """Write the bundle of a fitted aggregator, with a parity sample and SHAP background."""
+    from hdeval.explain import make_background
+
+    return export_bundle(
+        out_dir,
+        model,
+        tree,
+        list(features.columns),
+        train.aspects,
+        llm_identity=llm_identity,
+        task=config.task,
+        modes=list(config.hierarchy.modes),
+        unconditioned=config.hierarchy.unconditioned,
+        training_data=train.fingerprint(),
+        metrics=metrics,
+        sample=features.to_numpy(dtype=float),
+        background=make_background(features),
+    )
+
+
 def train_evaluator(
     config: TrainConfig,
     backend: LLMBackend,
@@ -129,9 +185,6 @@ def train_evaluator(
     progress: bool = True,
 ) -> dict:
     """Run Algorithm 1, tune and fit the aggregator, export the bundle; return the metrics."""
-    from hdeval.explain import make_background
-    from hdeval.tuning import tune
-
     train, test = load_split(config.data)
     tree = CriteriaTree.from_yaml(config.data.criteria)
     missing = set(config.data.aspects) - {c.id for c in tree.layer(1)}
@@ -149,23 +202,8 @@ def train_evaluator(
         .score(test.samples, tree, progress=progress)
         .features
     )
-    groups = train.samples.loc[train_x.index, "doc_id"].to_numpy()
-    work_dir.mkdir(parents=True, exist_ok=True)
+    model, params = tune_and_fit(config, train_x, train, work_dir)
     kind = config.aggregator.kind
-    params = {}
-    if config.aggregator.n_trials:
-        params = tune(
-            kind,
-            train_x,
-            train.targets.loc[train_x.index],
-            groups,
-            config.aggregator.n_trials,
-            hp.seed,
-            work_dir / "optuna.sqlite",
-            f"{kind}-{train.fingerprint()[:12]}",
-            n_splits=min(config.aggregator.cv_folds, len(set(groups))),
-        )
-    model = fit_aggregator(kind, params, train_x, train.targets.loc[train_x.index], hp.seed)
     metrics = {
         "layers": [r.to_dict() for r in reports],
         "aggregator": {"kind": kind, "params": {k: str(v) for k, v in params.items()}},
@@ -176,19 +214,14 @@ def train_evaluator(
         "n_test": len(test),
         "llm": {"identity": backend.identity, "cache": cache.info()["results"]},
     }
-    export_bundle(
+    export_evaluator(
         out_dir,
         model,
         tree,
-        list(train_x.columns),
-        train.aspects,
-        llm_identity=backend.identity,
-        task=config.task,
-        modes=list(hp.modes),
-        unconditioned=hp.unconditioned,
-        training_data=train.fingerprint(),
-        metrics=metrics["held_out"]["hdeval"]["average"],
-        sample=train_x.to_numpy(dtype=float),
-        background=make_background(train_x),
+        train_x,
+        train,
+        config,
+        backend.identity,
+        metrics["held_out"]["hdeval"]["average"],
     )
     return metrics
