@@ -26,8 +26,7 @@ from hdeval.prompts import (
     TaskSpec,
     criterion_prompt,
     likelihood_instruction,
-    output_segment,
-    source_segment,
+    prompt_segments,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -68,7 +67,7 @@ def main() -> None:
     tree = twenty_criteria()
     leaves = tree.layer(2)
     suffixes = [criterion_prompt(TASK, c, tree.parent(c)) for c in leaves]
-    segments = [source_segment(TASK, row["source"]), output_segment(TASK, row["output"])]
+    segments = prompt_segments(TASK, row["source"], row["output"])
     n = len(suffixes)
     print(
         f"machine: {platform.processor() or platform.machine()}, torch threads "
@@ -98,6 +97,12 @@ def main() -> None:
     print(f"  sequential cached prefix {sequential:7.3f}   speed-up {naive / sequential:5.1f}x")
     print(f"  batched suffixes         {batched:7.3f}   speed-up {naive / batched:5.1f}x")
     print(f"  marginal criterion (prefix already cached, batched) {marginal:7.3f}")
+    full_tokens = len(backend._encode(backend.render(segments, suffixes[0])))
+    suffix_tokens = sum(len(backend._encode(s)) for s in suffixes)
+    print(
+        f"  prefill rate: naive {full_tokens / naive:6.0f} tokens/s (one {full_tokens}-token "
+        f"prompt); batched suffixes {suffix_tokens / (marginal * n):6.0f} tokens/s"
+    )
 
     instructions = [likelihood_instruction(TASK, c, tree.parent(c)) for c in leaves]
     items = [(text, row["output"]) for text in instructions]

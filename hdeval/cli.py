@@ -200,6 +200,142 @@ def score(
         console.print(f"[yellow]{len(failures)} rows have failed criterion scores[/yellow]")
 
 
+ScorerNames = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--scorer",
+        help="hdeval (needs --model), direct-prompt, overall-prompt, likelihood or rouge; "
+        "repeat for several (default: hdeval with --model, direct-prompt and likelihood).",
+    ),
+]
+ModelOption = Annotated[Path | None, typer.Option("--model", help="Evaluator bundle directory.")]
+CriteriaOption = Annotated[
+    Path, typer.Option(help="Layer-1 criteria (human aspects) YAML for the LLM baselines.")
+]
+AspectsOption = Annotated[
+    str | None, typer.Option(help="Comma-separated aspects (default: the bundle's or the tree's).")
+]
+
+
+def _text_scorers(names, model, criteria, aspects, params):
+    """The named TextScorers on one judge and cache, and the aspects they are judged on."""
+    from hdeval.baselines import (
+        DirectPromptScorer,
+        LikelihoodScorer,
+        OverallPromptScorer,
+        RougeScorer,
+    )
+    from hdeval.cache import ResultCache
+    from hdeval.config import LLMConfig, load_yaml_model
+    from hdeval.criteria import CriteriaTree
+    from hdeval.errors import ConfigError
+    from hdeval.evaluator import Evaluator
+    from hdeval.llm.factory import make_backend
+    from hdeval.prompts import TaskSpec
+    from hdeval.scorers import BundleScorer
+
+    names = names or (["hdeval"] if model else []) + ["direct-prompt", "likelihood"]
+    llm = load_yaml_model(params, LLMConfig, "llm") if params.exists() else LLMConfig()
+    backend, cache = make_backend(llm), ResultCache()
+    tree = CriteriaTree.from_yaml(criteria)
+    evaluator = Evaluator.load(model, backend, cache) if model else None
+    chosen = aspects.split(",") if aspects else None
+    if chosen is None:
+        chosen = evaluator.aspects if evaluator else [c.id for c in tree.layer(1)]
+    task = TaskSpec.model_validate(evaluator.card["task"]) if evaluator else TaskSpec()
+    makers = {
+        "direct-prompt": lambda: DirectPromptScorer(backend, cache, task, tree, aspects=chosen),
+        "overall-prompt": lambda: OverallPromptScorer(backend, cache, task, tree, aspects=chosen),
+        "likelihood": lambda: LikelihoodScorer(backend, cache, task, tree, aspects=chosen),
+        "rouge": RougeScorer,
+    }
+    scorers = []
+    for name in names:
+        if name == "hdeval":
+            if evaluator is None:
+                raise ConfigError("--scorer hdeval needs --model DIR (a trained bundle)")
+            scorers.append(BundleScorer(evaluator))
+        elif name in makers:
+            scorers.append(makers[name]())
+        else:
+            raise ConfigError(f"unknown scorer {name!r}; choose from hdeval, {', '.join(makers)}")
+    return scorers, chosen, backend, cache
+
+
+@app.command("compare")
+def compare_command(
+    data: Annotated[Path, typer.Argument(help="Labelled rows (JSONL or CSV) to compare on.")],
+    model: ModelOption = None,
+    scorer: ScorerNames = None,
+    criteria: CriteriaOption = Path("data/summeval/aspects.yaml"),
+    aspects: AspectsOption = None,
+    params: ParamsOption = Path("params.yaml"),
+    bootstrap: Annotated[int, typer.Option(help="Document bootstrap draws for CIs.")] = 200,
+    markdown: Annotated[Path | None, typer.Option(help="Also write the table here.")] = None,
+    csv: Annotated[Path | None, typer.Option(help="Also write every figure as CSV.")] = None,
+) -> None:
+    """Agreement with human scores of HD-Eval and the baselines, on the same rows and judge."""
+    from hdeval.baselines import compare, render_markdown, render_rich
+    from hdeval.data import load_labels
+
+    scorers, chosen, _, _ = _text_scorers(scorer, model, criteria, aspects, params)
+    labels = load_labels(data, chosen, score_range=(float("-inf"), float("inf")))
+    table = compare(scorers, labels.samples, labels.targets, n_boot=bootstrap)
+    Console().print(render_rich(table, levels=("dataset", "summary", "system")))
+    if markdown:
+        markdown.write_text(render_markdown(table))
+    if csv:
+        table.to_csv(csv, index=False)
+
+
+@app.command("dhp")
+def dhp_command(
+    data: Annotated[Path, typer.Argument(help="Labelled rows with references (JSONL or CSV).")],
+    out: Annotated[Path, typer.Option(help="Directory for the tables, charts and summary.")],
+    model: ModelOption = None,
+    scorer: ScorerNames = None,
+    criteria: CriteriaOption = Path("data/summeval/aspects.yaml"),
+    aspects: AspectsOption = None,
+    params: ParamsOption = Path("params.yaml"),
+    n_texts: Annotated[int, typer.Option(help="Reference texts perturbed.")] = 5,
+    llm_perturbations: Annotated[
+        bool, typer.Option(help="Add DHP's LLM-made perturbations (use a 7B+ judge).")
+    ] = False,
+    threshold: Annotated[float, typer.Option(help="Least D_min^EW accepted.")] = 1.0,
+    fail: Annotated[
+        bool, typer.Option("--fail", help="Exit 1 when the first scorer is refused.")
+    ] = False,
+    seed: Annotated[int, typer.Option(help="Seed of the texts and perturbations.")] = 0,
+) -> None:
+    """DHP discernment of any scorer: perturb references, test, write a table + bar chart each."""
+    from hdeval.acceptance import AcceptanceError, DHPParams, dhp_samples, gate, run_suite, summary
+    from hdeval.data import load_labels
+
+    scorers, chosen, backend, cache = _text_scorers(scorer, model, criteria, aspects, params)
+    labels = load_labels(data, chosen, score_range=(float("-inf"), float("inf")))
+    settings = DHPParams(
+        n_texts=n_texts,
+        seed=seed,
+        llm_perturbations=llm_perturbations,
+        threshold=threshold,
+        on_failure="fail" if fail else "warn",
+    )
+    perturber = backend if llm_perturbations else None
+    results = run_suite(scorers, dhp_samples(labels, settings), settings, perturber, cache, out)
+    figures = summary(results, settings)
+    (out / "summary.json").write_text(json.dumps(figures, indent=2) + "\n")
+    for name, row in figures.items():
+        console.print(
+            f"{name}: D_avg {row['D_avg']}, D_min {row['D_min']}, D_avg^EW {row['D_avg_ew']}, "
+            f"D_min^EW {row['D_min_ew']}; not discerned: {', '.join(row['failed']) or 'none'}"
+        )
+    try:
+        console.print(gate(results[scorers[0].name], settings))
+    except AcceptanceError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from exc
+
+
 def _finite(values: dict) -> dict:
     """JSON-safe: NaN (a failed score) becomes null."""
     return {k: (None if v != v else float(v)) for k, v in values.items()}

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from hdeval.criteria import CriteriaTree, Criterion
 
-TEMPLATE_VERSION = "hdeval-prompts-1"
+TEMPLATE_VERSION = "hdeval-prompts-2"
 
 
 class TaskSpec(BaseModel):
@@ -39,23 +39,28 @@ def source_segment(task: TaskSpec, source: str) -> str:
 
 
 def output_segment(task: TaskSpec, output: str) -> str:
-    return f"## {task.output_label}\n{output.strip()}\n\n"
+    """The text under evaluation and the criterion-independent rating instructions.
+
+    Everything that does not name a criterion lives here, in the part shared by all criteria of
+    a sample, so the per-criterion suffix is only the metric itself.
+    """
+    return (
+        f"## {task.output_label}\n{output.strip()}\n\n"
+        f"## Instructions\nScore the {task.output_noun} above on the metric below, on a scale of "
+        "1 to 5, with 1 being the lowest and 5 the highest. Reply with the score only, a single "
+        "digit.\n\n"
+    )
+
+
+def prompt_segments(task: TaskSpec, source: str, output: str) -> list[str]:
+    """Shared segments of a prompt-mode request: source document, then text + instructions."""
+    return [source_segment(task, source), output_segment(task, output)]
 
 
 def criterion_prompt(task: TaskSpec, criterion: Criterion, parent: Criterion | None) -> str:
-    """Hierarchy-aware evaluation instruction (HD-Eval Appendix G.2): the parent and the child."""
-    if parent is None:
-        focus = f"the {criterion.name} of the {task.output_noun} above"
-        metric = f"{criterion.name}: {criterion.definition}"
-    else:
-        focus = f"the {parent.name} of the {task.output_noun} above"
-        metric = f"{criterion.name}: {criterion.definition}"
-    return (
-        f"## Instructions\nWe would like to evaluate {focus}. Specifically, score the "
-        f"{task.output_noun} on the following metric.\n{metric}\n"
-        "Score it on a scale of 1 to 5, with 1 being the lowest and 5 the highest. "
-        "Reply with the score only, a single digit."
-    )
+    """Hierarchy-aware metric (HD-Eval Appendix G.2): the parent aspect and the defined child."""
+    aspect = f"Aspect: {parent.name}\n" if parent is not None else ""
+    return f"{aspect}Metric: {criterion.name}: {criterion.definition}\nScore (1-5):"
 
 
 def likelihood_instruction(

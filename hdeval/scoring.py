@@ -27,7 +27,7 @@ from hdeval.prompts import (
     TaskSpec,
     criterion_prompt,
     likelihood_instruction,
-    output_segment,
+    prompt_segments,
     source_segment,
 )
 
@@ -177,7 +177,7 @@ class CriterionScorer:
     ) -> None:
         source = source_segment(self.task, row["source"])
         if "prompt" in self.modes:
-            segments = [source, output_segment(self.task, row["output"])]
+            segments = prompt_segments(self.task, row["source"], row["output"])
             requests = self._prompt_requests(tree, criteria, segments)
             self._resolve(
                 sample_id,

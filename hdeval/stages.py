@@ -21,7 +21,8 @@ from hdeval.data import LabelledData, load_labels, save_labels
 from hdeval.errors import ConfigError
 from hdeval.workflow import (
     TrainConfig,
-    ablation_metrics,
+    ablation_predictions,
+    agreements,
     export_evaluator,
     load_split,
     tune_and_fit,
@@ -34,8 +35,13 @@ WORK = Path("work")
 PREPARED = WORK / "prepared"
 LAYERS = WORK / "layers"
 TUNE = WORK / "tune"
+EVALUATE = WORK / "evaluate"
+BASELINES = WORK / "baselines"
+DHP = WORK / "dhp"
+AGGREGATOR = "aggregator.joblib"
 BUNDLE = Path("models") / "evaluator"
 METRICS = Path("metrics.json")
+RESULTS = Path("results.md")
 PLOTS = Path("plots")
 
 
@@ -144,84 +150,94 @@ def _final_layer(cfg: TrainConfig) -> Path:
     return LAYERS / str(cfg.hierarchy.layers)
 
 
+def _train_features(cfg: TrainConfig) -> pd.DataFrame:
+    features = pd.read_csv(_final_layer(cfg) / "features.csv", index_col=0)
+    features.index = features.index.astype(str)
+    return features
+
+
+def _read_json(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
 def train() -> None:
     """Tune the aggregator with document-grouped CV, fit it on all training rows, export."""
+    import joblib
+
     cfg = config()
     data = _labels(cfg, "train")
     final = _final_layer(cfg)
     tree = CriteriaTree.from_yaml(final / "tree.yaml")
-    features = pd.read_csv(final / "features.csv", index_col=0)
-    features.index = features.index.astype(str)
+    features = _train_features(cfg)
     model, params = tune_and_fit(cfg, features, data, TUNE)
     _write_json(TUNE / "best_params.json", {"kind": cfg.aggregator.kind, "params": params})
-    identity = json.loads((final / "report.json").read_text())["llm_identity"]
+    joblib.dump(model, TUNE / AGGREGATOR)
+    identity = _read_json(final / "report.json")["llm_identity"]
     export_evaluator(BUNDLE, model, tree, features, data, cfg, identity)
     print(f"evaluator bundle written to {BUNDLE}")
 
 
 def evaluate() -> None:
-    """Score the held-out documents with the exported bundle; correlations, ablations, plots."""
+    """Score the held-out documents with the exported bundle; agreement of it and its ablations."""
     from hdeval.evaluator import Evaluator
-    from hdeval.metrics import agreement
 
     cfg = config()
     train_data, test = _labels(cfg, "train"), _labels(cfg, "test")
     backend, cache = _llm(cfg)
     evaluator = Evaluator.load(BUNDLE, backend, cache)
     scores = evaluator.score_samples(test.samples)
-    n_boot, seed = cfg.evaluate.bootstrap, cfg.hierarchy.seed
-    held_out = {
-        "evaluator": agreement(
-            scores.aspects.dropna(),
-            test.targets,
-            test.samples["doc_id"],
-            test.samples["system_id"],
-            n_boot,
-            seed,
-        )
-    }
-    final = _final_layer(cfg)
-    train_x = pd.read_csv(final / "features.csv", index_col=0)
-    train_x.index = train_x.index.astype(str)
-    best = json.loads((TUNE / "best_params.json").read_text())
-    held_out.update(
-        ablation_metrics(
-            evaluator.tree,
-            train_x,
-            train_data,
-            scores.criteria,
-            test,
-            best["kind"],
-            best["params"],
-            seed,
-            n_boot,
-        )
+    best = _read_json(TUNE / "best_params.json")
+    seed = cfg.hierarchy.seed
+    complete = scores.criteria.dropna()
+    predictions = ablation_predictions(
+        evaluator.tree,
+        _train_features(cfg),
+        train_data,
+        complete,
+        best["kind"],
+        best["params"],
+        seed,
     )
+    predictions["hdeval"] = scores.aspects  # the exported bundle itself, not a refit
+    out = _fresh(EVALUATE)
+    scores.criteria.to_csv(out / "test_features.csv")
+    (out / "predictions").mkdir()
+    for name, table in predictions.items():
+        table.to_csv(out / "predictions" / f"{name}.csv")
     layers = [
-        json.loads((LAYERS / str(n) / "report.json").read_text())
-        for n in range(1, cfg.hierarchy.layers + 1)
+        _read_json(LAYERS / str(n) / "report.json") for n in range(1, cfg.hierarchy.layers + 1)
     ]
-    metrics = {
-        "held_out": held_out,
-        "layers": {
-            str(r["layer"]): {"cv_pearson": r["cv_pearson"], "n_features": r["n_features"]}
-            for r in layers
+    held_out = agreements(predictions, test, cfg.evaluate.bootstrap, seed)
+    _write_json(
+        out / "metrics.json",
+        {
+            "held_out": held_out,
+            "layers": {
+                str(r["layer"]): {"cv_pearson": r["cv_pearson"], "n_features": r["n_features"]}
+                for r in layers
+            },
+            "llm": {
+                "identity": backend.identity,
+                "failed_scores": len(scores.failures),
+                "stages": {
+                    **{f"layer@{r['layer']}": _stage_cost(r) for r in layers},
+                    "evaluate": _cost(cache),
+                },
+            },
+            "rows": {"train": len(train_data), "test": len(test)},
         },
-        "llm": {
-            **_cost(cache),
-            "failed_scores": len(scores.failures),
-            "identity": backend.identity,
-        },
-        "rows": {"train": len(train_data), "test": len(test)},
-    }
-    _write_json(METRICS, metrics)
+    )
     _write_plots(scores.aspects, test, layers)
-    avg = held_out["evaluator"]["average"]
+    avg = held_out["hdeval"]["average"]
     print(json.dumps({level: avg[level] for level in ("dataset", "summary")}, indent=2))
 
 
+def _stage_cost(report: dict) -> dict:
+    return {k: report[k] for k in ("llm_calls", "cache_hits", "cache_hit_rate")}
+
+
 def _write_plots(predicted: pd.DataFrame, test: LabelledData, layers: list[dict]) -> None:
-    out = _fresh(PLOTS)
+    out = _fresh(PLOTS / "evaluate")
     rows = []
     for aspect in predicted.columns:
         for sample_id, value in predicted[aspect].dropna().items():
@@ -241,3 +257,128 @@ def _write_plots(predicted: pd.DataFrame, test: LabelledData, layers: list[dict]
     pd.DataFrame(
         [{"criterion": k, "importance": v} for k, v in sorted(final.items(), key=lambda kv: -kv[1])]
     ).to_csv(out / "importance.csv", index=False)
+
+
+def explain() -> None:
+    """SHAP beeswarm and bar charts per aspect and the permutation importance of the aggregator."""
+    import joblib
+
+    from hdeval.explain import explain_report, load_background
+
+    cfg = config()
+    data = _labels(cfg, "train")
+    features = _train_features(cfg)
+    importances = pd.Series(_read_json(_final_layer(cfg) / "report.json")["importances"])
+    written = explain_report(
+        joblib.load(TUNE / AGGREGATOR),
+        features,
+        _fresh(PLOTS / "explain"),
+        output_names=data.aspects,
+        importances=importances,
+        background=load_background(BUNDLE),
+        seed=cfg.hierarchy.seed,
+    )
+    print(f"explanations: {', '.join(sorted(p.name for p in written.values()))}")
+
+
+def baselines() -> None:
+    """Direct/overall prompts, GPTScore likelihood and ROUGE vs HD-Eval on the held-out rows."""
+    from hdeval.baselines import compare, default_baselines, render_markdown
+
+    cfg = config()
+    test = _labels(cfg, "test")
+    backend, cache = _llm(cfg)
+    tree = CriteriaTree.from_yaml(cfg.data.criteria)
+    entries: dict = {}
+    for path in sorted((EVALUATE / "predictions").glob("*.csv")):
+        table = pd.read_csv(path, index_col=0)
+        table.index = table.index.astype(str)
+        entries[path.stem] = table
+    scorers = default_baselines(backend, cache, cfg.task, tree, aspects=cfg.data.aspects)
+    entries.update({scorer.name: scorer for scorer in scorers})
+    table = compare(
+        entries, test.samples, test.targets, n_boot=cfg.evaluate.bootstrap, seed=cfg.hierarchy.seed
+    )
+    out = _fresh(BASELINES)
+    table.to_csv(out / "compare.csv", index=False)
+    (out / "compare.md").write_text(
+        render_markdown(table, levels=("dataset", "summary"), correlations=("pearson", "spearman"))
+    )
+    _write_json(out / "cost.json", _cost(cache))
+    print(f"comparison of {table['scorer'].nunique()} scorers written to {out / 'compare.md'}")
+
+
+def dhp() -> None:
+    """DHP acceptance test of the evaluator (and the LLM baselines); fails on a refusal."""
+    from hdeval.acceptance import dhp_samples, gate, run_suite, summary
+    from hdeval.baselines import DirectPromptScorer, LikelihoodScorer
+    from hdeval.evaluator import Evaluator
+    from hdeval.llm.factory import make_backend
+    from hdeval.scorers import BundleScorer
+
+    cfg = config()
+    params = cfg.dhp
+    backend, cache = _llm(cfg)
+    data = load_labels(cfg.data.path, cfg.data.aspects, cfg.data.score_range)
+    tree = CriteriaTree.from_yaml(cfg.data.criteria)
+    scorers = [
+        BundleScorer(Evaluator.load(BUNDLE, backend, cache)),
+        DirectPromptScorer(backend, cache, cfg.task, tree, aspects=cfg.data.aspects),
+        LikelihoodScorer(backend, cache, cfg.task, tree, aspects=cfg.data.aspects),
+    ]
+    perturber = None
+    if params.llm_perturbations:
+        perturber = make_backend(params.perturber) if params.perturber else backend
+    out = _fresh(DHP)
+    results = run_suite(scorers, dhp_samples(data, params), params, perturber, cache, out)
+    _write_json(out / "summary.json", {"scorers": summary(results, params), "llm": _cost(cache)})
+    print(gate(results[scorers[0].name], params))
+
+
+def report() -> None:
+    """metrics.json (held-out agreement, ablations, baselines, DHP, LLM cost) and results.md."""
+    from hdeval.results import baseline_summary, llm_totals, results_markdown
+
+    evaluation = _read_json(EVALUATE / "metrics.json")
+    table = pd.read_csv(BASELINES / "compare.csv")
+    dhp_summary = _read_json(DHP / "summary.json")
+    stages = {
+        **evaluation["llm"]["stages"],
+        "baselines": _read_json(BASELINES / "cost.json"),
+        "dhp": dhp_summary["llm"],
+    }
+    metrics = {
+        **evaluation,
+        "baselines": baseline_summary(table),
+        "dhp": dhp_summary["scorers"],
+        "llm": {**evaluation["llm"], "stages": stages, **llm_totals(stages)},
+    }
+    _write_json(METRICS, metrics)
+    RESULTS.write_text(results_markdown(table, dhp_summary["scorers"], metrics))
+    print(f"metrics written to {METRICS}, results table to {RESULTS}")
+
+
+STAGES = {
+    "prepare": prepare,
+    "layer": layer,
+    "train": train,
+    "evaluate": evaluate,
+    "explain": explain,
+    "baselines": baselines,
+    "dhp": dhp,
+    "report": report,
+}
+
+
+def run(name: str, *args: str) -> None:
+    """Run a stage as a script: progress logged, a failure reported in one line with exit 1."""
+    import sys
+
+    from hdeval.errors import HDEvalError
+
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        STAGES[name](*(int(a) for a in args))
+    except HDEvalError as exc:
+        print(f"stage {name} failed: {exc}", file=sys.stderr)
+        sys.exit(1)

@@ -174,9 +174,11 @@ def fit_aggregator(
 
 
 def feature_subsets(tree: CriteriaTree, columns: Sequence[str]) -> dict[str, list[str]]:
-    """Feature sets of the paper's ablations: all layers, without layer 3, layer 1 only.
+    """Feature sets of the ablations: all layers, without layer 3, layer 1 only, and per mode.
 
-    Columns not tied to a criterion (``lik:_text``) are kept in every set.
+    Columns not tied to a criterion (``lik:_text``) are kept in every layer set. With both modes,
+    ``prompt_only`` and ``likelihood_only`` are HD-Eval on one mode's columns; with likelihood,
+    ``unconditioned_likelihood_only`` is the likelihood features without the tree.
     """
     from hdeval.aggregators import criterion_of
 
@@ -191,8 +193,10 @@ def feature_subsets(tree: CriteriaTree, columns: Sequence[str]) -> dict[str, lis
     if tree.depth >= 2:
         subsets["without_layers_2_3"] = up_to(1)
     prompt_columns = [c for c in columns if c.startswith("prompt:")]
-    if prompt_columns and len(prompt_columns) < len(columns):
-        subsets["without_likelihood"] = prompt_columns
+    likelihood_columns = [c for c in columns if c.startswith("lik:")]
+    if prompt_columns and likelihood_columns:
+        subsets["prompt_only"] = prompt_columns
+        subsets["likelihood_only"] = likelihood_columns
     if UNCONDITIONED in columns:
         subsets["unconditioned_likelihood_only"] = [UNCONDITIONED]
     return subsets

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
+from hdeval.acceptance import DHPParams
 from hdeval.aggregators import averaged_baseline
 from hdeval.bundle import export_bundle
 from hdeval.cache import ResultCache
@@ -72,6 +73,7 @@ class TrainConfig(BaseModel):
     hierarchy: HierarchyParams = Field(default_factory=HierarchyParams)
     aggregator: AggregatorParams = Field(default_factory=AggregatorParams)
     evaluate: EvaluateParams = Field(default_factory=EvaluateParams)
+    dhp: DHPParams = Field(default_factory=DHPParams)
 
 
 def load_split(config: DataParams) -> tuple[LabelledData, LabelledData]:
@@ -85,6 +87,54 @@ def load_split(config: DataParams) -> tuple[LabelledData, LabelledData]:
     return split_by_document(data, config.test_fraction, config.seed)
 
 
+def ablation_predictions(
+    tree: CriteriaTree,
+    train_x: pd.DataFrame,
+    train: LabelledData,
+    test_x: pd.DataFrame,
+    kind: str,
+    params: dict,
+    seed: int,
+) -> dict[str, pd.DataFrame]:
+    """Held-out predictions of every ablation (:func:`feature_subsets`) and of averaged scores.
+
+    ``hdeval`` uses the tuned ``params``; the ablations use the aggregator's defaults.
+    """
+    predictions = {}
+    for name, columns in feature_subsets(tree, list(train_x.columns)).items():
+        model = fit_aggregator(
+            kind, params if name == "hdeval" else {}, train_x[columns], train.targets, seed
+        )
+        predictions[name] = pd.DataFrame(
+            model.predict(test_x[columns].to_numpy(dtype=float)),
+            index=test_x.index,
+            columns=train.aspects,
+        )
+    prompt_columns = [c for c in test_x.columns if c.startswith("prompt:")]
+    if prompt_columns:
+        averaged = averaged_baseline(test_x[prompt_columns], tree, source="prompt")
+        averaged.columns = train.aspects
+        predictions["averaged_scores"] = averaged
+    return predictions
+
+
+def agreements(
+    predictions: dict[str, pd.DataFrame], test: LabelledData, n_boot: int, seed: int
+) -> dict:
+    """Agreement with the human scores of each named prediction table."""
+    return {
+        name: agreement(
+            predicted.dropna(),
+            test.targets,
+            test.samples["doc_id"],
+            test.samples["system_id"],
+            n_boot,
+            seed,
+        )
+        for name, predicted in predictions.items()
+    }
+
+
 def ablation_metrics(
     tree: CriteriaTree,
     train_x: pd.DataFrame,
@@ -96,28 +146,9 @@ def ablation_metrics(
     seed: int,
     n_boot: int,
 ) -> dict:
-    """Held-out agreement of the full model and of the paper's ablations."""
-    results = {}
-    for name, columns in feature_subsets(tree, list(train_x.columns)).items():
-        model = fit_aggregator(
-            kind, params if name == "hdeval" else {}, train_x[columns], train.targets, seed
-        )
-        predicted = pd.DataFrame(
-            model.predict(test_x[columns].to_numpy(dtype=float)),
-            index=test_x.index,
-            columns=train.aspects,
-        )
-        results[name] = agreement(
-            predicted, test.targets, test.samples["doc_id"], test.samples["system_id"], n_boot, seed
-        )
-    prompt_columns = [c for c in test_x.columns if c.startswith("prompt:")]
-    if prompt_columns:
-        averaged = averaged_baseline(test_x[prompt_columns], tree, source="prompt")
-        averaged.columns = train.aspects
-        results["averaged_scores"] = agreement(
-            averaged, test.targets, test.samples["doc_id"], test.samples["system_id"], n_boot, seed
-        )
-    return results
+    """Held-out agreement of the full model and of the ablations."""
+    predictions = ablation_predictions(tree, train_x, train, test_x, kind, params, seed)
+    return agreements(predictions, test, n_boot, seed)
 
 
 def tune_and_fit(

@@ -1,6 +1,6 @@
 """DVC stage 'evaluate': see hdeval.stages.evaluate."""
 
-from hdeval.stages import evaluate
+from hdeval.stages import run
 
 if __name__ == "__main__":
-    evaluate()
+    run("evaluate")

@@ -2,7 +2,7 @@
 
 import sys
 
-from hdeval.stages import layer
+from hdeval.stages import run
 
 if __name__ == "__main__":
-    layer(int(sys.argv[1]))
+    run("layer", *sys.argv[1:])

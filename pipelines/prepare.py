@@ -1,6 +1,6 @@
 """DVC stage 'prepare': see hdeval.stages.prepare."""
 
-from hdeval.stages import prepare
+from hdeval.stages import run
 
 if __name__ == "__main__":
-    prepare()
+    run("prepare")

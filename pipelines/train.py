@@ -1,6 +1,6 @@
 """DVC stage 'train': see hdeval.stages.train."""
 
-from hdeval.stages import train
+from hdeval.stages import run
 
 if __name__ == "__main__":
-    train()
+    run("train")

@@ -9,7 +9,7 @@ from hdeval.prompts import (
     TaskSpec,
     criterion_prompt,
     likelihood_instruction,
-    output_segment,
+    prompt_segments,
     source_segment,
 )
 
@@ -33,7 +33,7 @@ def _suffixes() -> list[str]:
 
 def test_digit_scores_are_distributions(embedded_backend, summeval_rows):
     row = summeval_rows[0]
-    segments = [source_segment(TASK, row["source"]), output_segment(TASK, row["output"])]
+    segments = prompt_segments(TASK, row["source"], row["output"])
     scores = embedded_backend.digit_scores(segments, _suffixes())
     assert len(scores) == 3
     for score in scores:
@@ -46,7 +46,7 @@ def test_digit_scores_are_distributions(embedded_backend, summeval_rows):
 def test_batched_prefix_cache_matches_full_recompute(embedded_backend, summeval_rows):
     """Two texts of one document: the document's KV is reused, the result matches a cold run."""
     for row in summeval_rows[:2]:
-        segments = [source_segment(TASK, row["source"]), output_segment(TASK, row["output"])]
+        segments = prompt_segments(TASK, row["source"], row["output"])
         cached = embedded_backend.digit_scores(segments, _suffixes())
         full = embedded_backend.digit_scores_full(segments, _suffixes())
         for a, b in zip(cached, full, strict=True):
@@ -83,7 +83,7 @@ def test_likelihood_separates_real_from_shuffled_summary(embedded_backend, summe
 
 def test_non_digit_reply_is_a_failure_not_a_score(embedded_backend, summeval_rows):
     row = summeval_rows[0]
-    segments = [source_segment(TASK, row["source"]), output_segment(TASK, row["output"])]
+    segments = prompt_segments(TASK, row["source"], row["output"])
     [score] = embedded_backend.digit_scores(
         segments, ["Reply with the single word 'banana' and nothing else."]
     )

@@ -47,7 +47,9 @@ def project(tmp_path_factory, embedded_dir):
     # top_k covers every layer-2 criterion, so new labels cannot change what is decomposed
     params["hierarchy"].update(children=2, top_k=2, cv_folds=2, importance_repeats=2)
     params["aggregator"].update(n_trials=2, cv_folds=2)
+    params["hierarchy"]["modes"] = ["prompt", "likelihood"]
     params["evaluate"]["bootstrap"] = 10
+    params["dhp"].update(n_texts=2, on_failure="warn")
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     bin_dir = str(Path(sys.executable).parent)
     env = {
@@ -71,10 +73,21 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     _run([dvc, "repro"], root, env)
     assert (root / "models/evaluator/aggregator.onnx").is_file()
     metrics = json.loads((root / "metrics.json").read_text())
-    assert set(metrics["held_out"]) >= {"evaluator", "hdeval", "without_layer_3", "averaged_scores"}
-    assert "pearson" in metrics["held_out"]["evaluator"]["coherence"]["dataset"]
+    held_out = metrics["held_out"]
+    assert set(held_out) >= {"hdeval", "without_layer_3", "averaged_scores", "prompt_only"}
+    assert {"likelihood_only", "unconditioned_likelihood_only"} <= set(held_out)
+    assert "pearson" in held_out["hdeval"]["coherence"]["dataset"]
     assert sum(r["llm_calls"] for r in _reports(root)) > 0
+    assert {"hdeval", "direct-prompt", "likelihood"} <= set(metrics["dhp"])
+    assert metrics["dhp"]["hdeval"]["n_texts"] == 2
+    assert {"hdeval", "direct-prompt", "likelihood:unconditioned", "rouge:rouge1"} <= set(
+        metrics["baselines"]
+    )
+    assert "HD-Eval, likelihood features only" in (root / "results.md").read_text()
+    assert list((root / "plots/explain").glob("*.png"))
+    assert (root / "work/dhp/hdeval.png").is_file()
     assert "held_out" in _run([dvc, "metrics", "show", "--json"], root, env)
+    assert "predicted_vs_human" in _run([dvc, "plots", "show", "--json"], root, env)
 
     assert "up to date" in _run([dvc, "status"], root, env)
     again = _run([dvc, "repro"], root, env)
@@ -93,3 +106,23 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     assert "Running stage 'prepare'" in third and "Running stage 'layer@1'" in third
     assert [r["llm_calls"] for r in _reports(root)] == [0, 0, 0]
     assert json.loads((root / "metrics.json").read_text())["llm"]["llm_calls"] == 0
+
+
+def test_dhp_gate_fails_the_pipeline_naming_the_perturbations(project):
+    root, env, _, params = project
+    strict = {**params, "dhp": {**params["dhp"], "threshold": 50.0, "on_failure": "fail"}}
+    (root / "params.yaml").write_text(yaml.safe_dump(strict, sort_keys=False))
+    try:
+        result = subprocess.run(
+            [str(Path(sys.executable).parent / "dvc"), "repro", "dhp"],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    finally:
+        (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    assert result.returncode != 0
+    message = result.stdout + result.stderr
+    assert "DHP refused hdeval" in message and "deletion_minor" in message

@@ -1,0 +1,106 @@
+"""The pipeline's summary: averaged agreement per scorer, DHP figures, LLM cost, a results table."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import pandas as pd
+
+#: Display names of the comparison's entries, in table order (others follow, alphabetically).
+LABELS = {
+    "hdeval": "HD-Eval (exported bundle, all configured modes)",
+    "prompt_only": "HD-Eval, prompt features only",
+    "likelihood_only": "HD-Eval, likelihood features only",
+    "without_layer_3": "HD-Eval without layer 3",
+    "without_layers_2_3": "HD-Eval, layer 1 only (no decomposition)",
+    "unconditioned_likelihood_only": "unconditioned likelihood, trained (no tree)",
+    "averaged_scores": "criteria prompt scores averaged (untrained)",
+    "direct-prompt": "direct 1-5 prompt per aspect",
+    "overall-prompt:overall": "single overall 1-5 prompt",
+    "likelihood": "GPTScore likelihood per aspect",
+    "likelihood:unconditioned": "GPTScore likelihood, unconditioned",
+    "rouge:rouge1": "ROUGE-1 F1",
+    "rouge:rouge2": "ROUGE-2 F1",
+    "rouge:rougeL": "ROUGE-L F1",
+}
+#: (level, correlation) columns of the results table.
+COLUMNS = [
+    ("dataset", "pearson"),
+    ("dataset", "spearman"),
+    ("dataset", "kendall"),
+    ("summary", "pearson"),
+    ("summary", "spearman"),
+]
+
+
+def baseline_summary(table: pd.DataFrame) -> dict:
+    """``{scorer: {level: {correlation: value}}}`` of the aspect average of a compare table."""
+    average = table[table["aspect"] == "average"]
+    out: dict = {}
+    for row in average.itertuples(index=False):
+        value = None if math.isnan(row.value) else float(row.value)
+        out.setdefault(row.scorer, {}).setdefault(row.level, {})[row.correlation] = value
+    return out
+
+
+def llm_totals(stages: Mapping[str, Mapping[str, float]]) -> dict:
+    """LLM calls and cache hits summed over the stages, and the overall hit rate."""
+    calls = sum(int(s["llm_calls"]) for s in stages.values())
+    hits = sum(int(s["cache_hits"]) for s in stages.values())
+    return {
+        "llm_calls": calls,
+        "cache_hits": hits,
+        "cache_hit_rate": hits / (calls + hits) if calls + hits else 1.0,
+    }
+
+
+def _order(names: list[str]) -> list[str]:
+    known = [n for n in LABELS if n in names]
+    return known + sorted(n for n in names if n not in LABELS)
+
+
+def _cell(row: pd.DataFrame) -> str:
+    if row.empty or math.isnan(row["value"].iloc[0]):
+        return "-"
+    value, low, high = (float(row[c].iloc[0]) for c in ("value", "ci_low", "ci_high"))
+    if math.isnan(low):
+        return f"{value:.3f}"
+    return f"{value:.3f} [{low:.2f}, {high:.2f}]"
+
+
+def _dhp_cells(name: str, dhp: Mapping[str, Mapping]) -> list[str]:
+    entry = dhp.get(name)
+    if entry is None:
+        return ["", ""]
+    return ["-" if entry[k] is None else f"{entry[k]:.2f}" for k in ("D_avg_ew", "D_min_ew")]
+
+
+def results_markdown(table: pd.DataFrame, dhp: Mapping[str, Mapping], metrics: Mapping) -> str:
+    """A markdown table: aspect-averaged correlations with 95 % CIs, and DHP, per scorer."""
+    average = table[table["aspect"] == "average"]
+    header = [f"{level} {corr}" for level, corr in COLUMNS] + ["DHP D_avg^EW", "DHP D_min^EW"]
+    lines = [
+        "| scorer | n | " + " | ".join(header) + " |",
+        "|---|---:|" + "---:|" * len(header),
+    ]
+    for name in _order(list(dict.fromkeys(average["scorer"]))):
+        rows = average[average["scorer"] == name]
+        cells = [
+            _cell(rows[(rows["level"] == level) & (rows["correlation"] == corr)])
+            for level, corr in COLUMNS
+        ]
+        n = int(rows["n"].iloc[0])
+        label = LABELS.get(name, name)
+        lines.append(f"| {label} | {n} | " + " | ".join(cells + _dhp_cells(name, dhp)) + " |")
+    rows = metrics.get("rows", {})
+    llm = metrics.get("llm", {})
+    lines += [
+        "",
+        f"Held-out rows: {rows.get('test')} (training rows: {rows.get('train')}); correlations "
+        "averaged over the aspects, 95 % CIs from a document bootstrap. DHP: discernment "
+        "D = log_0.05(p) with expert weights (>= 1 means discerned at p < 0.05).",
+        f"Judge: `{llm.get('identity')}`; LLM calls {llm.get('llm_calls')}, cache hits "
+        f"{llm.get('cache_hits')}.",
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,6 @@
+"""DVC stage 'baselines': see hdeval.stages.baselines."""
+
+from hdeval.stages import run
+
+if __name__ == "__main__":
+    run("baselines")
