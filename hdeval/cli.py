@@ -36,9 +36,12 @@ def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> 
 
 
 def run_cli() -> None:
-    """Entry point that turns hdeval's own errors into one clear line and exit code 2."""
+    """Entry point that turns hdeval's own errors into one clear line and exit code 2.
+
+    Click's standalone mode keeps usage errors (exit 2) and ``typer.Exit`` codes intact.
+    """
     try:
-        app(standalone_mode=False)
+        app()
     except HDEvalError as exc:
         console.print(f"[red]error:[/red] {exc}")
         sys.exit(2)

@@ -43,15 +43,39 @@ def test_digit_scores_are_distributions(embedded_backend, summeval_rows):
         assert score.mass > 0.5
 
 
-def test_batched_prefix_cache_matches_full_recompute(embedded_backend, summeval_rows):
-    """Two texts of one document: the document's KV is reused, the result matches a cold run."""
-    for row in summeval_rows[:2]:
+@pytest.fixture(scope="module")
+def fp32_backend(embedded_dir):
+    from hdeval.llm.local import TransformersBackend
+
+    return TransformersBackend(embedded_dir, dtype="float32")
+
+
+def _cached_vs_full(backend, rows) -> list[float]:
+    """|expected score| differences, document KV reused across the rows vs a cold run each."""
+    diffs = []
+    for row in rows:
         segments = prompt_segments(TASK, row["source"], row["output"])
-        cached = embedded_backend.digit_scores(segments, _suffixes())
-        full = embedded_backend.digit_scores_full(segments, _suffixes())
-        for a, b in zip(cached, full, strict=True):
-            assert abs(a.expected - b.expected) <= 0.02
-    assert embedded_backend.stats["prefix_hits"] >= 1
+        cached = backend.digit_scores(segments, _suffixes())
+        full = backend.digit_scores_full(segments, _suffixes())
+        diffs += [abs(a.expected - b.expected) for a, b in zip(cached, full, strict=True)]
+    return diffs
+
+
+def test_batched_prefix_cache_matches_full_recompute(fp32_backend, summeval_rows):
+    """Two texts of one document: the document's KV is reused, the result matches a cold run."""
+    diffs = _cached_vs_full(fp32_backend, summeval_rows[:2])
+    assert max(diffs) <= 0.02
+    assert fp32_backend.stats["prefix_hits"] >= 1
+
+
+def test_prefix_cache_in_bf16_stays_within_rounding_noise(embedded_dir, summeval_rows):
+    """bf16 rounds every activation, so a batched pass and a whole-prompt pass differ a little
+    (each is also ~0.02 from fp32): on average they must still agree within 0.02."""
+    from hdeval.llm.local import TransformersBackend
+
+    diffs = _cached_vs_full(TransformersBackend(embedded_dir, dtype="bfloat16"), summeval_rows[:4])
+    assert sum(diffs) / len(diffs) <= 0.02
+    assert max(diffs) <= 0.05
 
 
 def test_likelihood_prefix_reuse_matches_full_recompute(embedded_backend, summeval_rows):
@@ -82,14 +106,16 @@ def test_likelihood_separates_real_from_shuffled_summary(embedded_backend, summe
 
 
 def test_non_digit_reply_is_a_failure_not_a_score(embedded_backend, summeval_rows):
+    """A request whose natural reply is a word: recorded as a failure naming the reply tokens."""
     row = summeval_rows[0]
-    segments = prompt_segments(TASK, row["source"], row["output"])
-    [score] = embedded_backend.digit_scores(
-        segments, ["Reply with the single word 'banana' and nothing else."]
-    )
+    segments = [
+        source_segment(TASK, row["source"]),
+        "## Task\nName the country the article is about, in one word.\n\n",
+    ]
+    [score] = embedded_backend.digit_scores(segments, ["Country:"])
     assert not score.ok
     assert score.expected is None
-    assert "digit mass" in score.failure
+    assert "digit mass" in score.failure and "top reply tokens" in score.failure
 
 
 def test_generate_returns_text(embedded_backend):

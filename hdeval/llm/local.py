@@ -119,6 +119,7 @@ class TransformersBackend:
         self._digit_ids = self._single_token_ids(SCORE_DIGITS)
         self._prefix_cache: OrderedDict[tuple[int, ...], object] = OrderedDict()
         self._prefix_cache_size = prefix_cache_size
+        self._head_fp32: tuple[torch.Tensor, torch.Tensor | None] | None = None
         self.stats = {"prefix_tokens": 0, "suffix_tokens": 0, "prefix_hits": 0}
 
     # ----------------------------------------------------------------- prompt framing
@@ -230,7 +231,19 @@ class TransformersBackend:
         return [hidden[i, list(pos)] for i, pos in enumerate(positions)]
 
     def _logprobs(self, hidden: torch.Tensor) -> torch.Tensor:
-        logits = self.model.get_output_embeddings()(hidden).float()
+        """Log-probabilities over the vocabulary, projected in fp32.
+
+        In bf16 the logits themselves would be rounded to ~3 significant digits, which moves an
+        expected 1-5 score by a few hundredths; the projection is cheap next to the decoder.
+        """
+        if self._head_fp32 is None:
+            head = self.model.get_output_embeddings()
+            self._head_fp32 = (
+                head.weight.float(),
+                None if head.bias is None else head.bias.float(),
+            )
+        weight, bias = self._head_fp32
+        logits = torch.nn.functional.linear(hidden.float(), weight, bias)
         return torch.log_softmax(logits, dim=-1)
 
     def _chunks(self, n: int) -> list[range]:
@@ -306,6 +319,11 @@ class TransformersBackend:
         return self.tokenizer.decode(output[0, len(ids) :], skip_special_tokens=True).strip()
 
     # ----------------------------------------------------------------- reference path for tests
+    def _hidden(self, ids: Sequence[int]) -> torch.Tensor:
+        """Final hidden states of one whole prompt run without any cache."""
+        input_ids = torch.tensor([list(ids)], device=self.device)
+        return self.model.get_decoder()(input_ids=input_ids).last_hidden_state[0]
+
     @torch.inference_mode()
     def digit_scores_full(
         self, segments: Sequence[str], suffixes: Sequence[str]
@@ -314,8 +332,8 @@ class TransformersBackend:
         results = []
         for suffix in suffixes:
             ids = self._encode(self.render(segments, suffix))
-            logits = self.model(input_ids=torch.tensor([ids], device=self.device)).logits[0, -1]
-            results.append(self._digit_score(torch.log_softmax(logits.float(), dim=-1)))
+            hidden = self._hidden(ids)[-1:]
+            results.append(self._digit_score(self._logprobs(hidden)[0]))
         return results
 
     @torch.inference_mode()
@@ -327,10 +345,9 @@ class TransformersBackend:
         for instruction, continuation in items:
             context = self._encode(self.render(segments, instruction))
             answer = self._encode(continuation)
-            ids = torch.tensor([context + answer], device=self.device)
-            logprobs = torch.log_softmax(self.model(input_ids=ids).logits[0].float(), dim=-1)
             rows = torch.arange(len(context) - 1, len(context) + len(answer) - 1)
-            token_lp = logprobs[rows, torch.tensor(answer)]
+            logprobs = self._logprobs(self._hidden(context + answer)[rows])
+            token_lp = logprobs[torch.arange(len(answer)), torch.tensor(answer)]
             results.append(LogLikelihood(sum=float(token_lp.double().sum()), n_tokens=len(answer)))
         return results
 
