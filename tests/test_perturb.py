@@ -16,15 +16,23 @@ from hdeval.errors import ConfigError
 from hdeval.perturb import (
     CACHE_KIND,
     DROP_EMPTY,
+    DROP_NO_NEW_ENTITY,
+    DROP_NO_OTHER_TEXT,
     DROP_UNCHANGED,
     INJECTION_SENTENCE,
+    TASKS,
+    WRONG_ENDING_COLUMN,
     CharacterDeletion,
     InstructionInjection,
     LLMPerturbation,
     RandomTypos,
+    Replacement,
     SentenceReorder,
+    WordDeletion,
     detokenize,
+    entity_tokens,
     perturb_all,
+    perturbations_for,
     split_sentences,
     strip_chatter,
     summary_perturbations,
@@ -95,6 +103,71 @@ def test_reorder_keeps_the_sentences():
     assert not single.ok and single.reason == "fewer than 2 sentences"
 
 
+@pytest.mark.parametrize(("severity", "k"), [("minor", 5), ("major", 25)])
+def test_word_deletion_removes_k_consecutive_words(severity, k):
+    pert = WordDeletion(severity)
+    assert pert.k == k and pert.level == "word" and pert.name == f"word_deletion_{severity}"
+    words = TEXT.split()
+    out = pert.apply(TEXT, seed=1)
+    kept = out.text.split()
+    assert len(words) - len(kept) == k
+    starts = [i for i in range(len(words) - k + 1) if words[:i] + words[i + k :] == kept]
+    assert starts  # exactly one run of k consecutive words is gone
+    assert pert.apply(TEXT, seed=1) == out
+    assert pert.apply(TEXT, seed=2).text != out.text
+    short = pert.apply(" ".join(words[:k]), seed=0)
+    assert not short.ok and short.reason == f"not more than {k} words"
+
+
+def story_samples(**columns) -> pd.DataFrame:
+    """Four endings of three stories (story "a" has two)."""
+    return pd.DataFrame(
+        {
+            "doc_id": ["a", "a", "b", "c"],
+            "source": ["Tom lost his dog.", "Tom lost his dog.", "Ann baked.", "Sam ran."],
+            "output": ["Tom found it.", "The dog came home.", "The cake burnt.", "Sam won."],
+            **columns,
+        },
+        index=pd.Index(["a1", "a2", "b1", "c1"], name="id"),
+    )
+
+
+def test_random_replacement_takes_another_documents_text():
+    samples = story_samples()
+    pert = Replacement("random_ending")
+    assert pert.level == "sentence" and pert.method == "rule"
+    tables, drops = perturb_all(samples, [pert], None, None, seed=3)
+    table = tables["random_ending"]
+    assert list(table.index) == ["a1", "a2", "b1", "c1"] and drops["random_ending"] == {}
+    for sample_id, row in table.iterrows():
+        others = samples.loc[samples["doc_id"] != row["doc_id"], "output"]
+        assert row["output"] in set(others)  # never the same story's ending
+        assert row["source"] == samples.loc[sample_id, "source"]  # the story itself is kept
+    again, _ = perturb_all(samples, [pert], None, None, seed=3)
+    assert again["random_ending"].equals(table)
+    seeds = [perturb_all(samples, [pert], None, None, seed=s)[0] for s in range(8)]
+    assert len({tuple(t["random_ending"]["output"]) for t in seeds}) > 1  # the seed matters
+    alone = samples[samples["doc_id"] == "a"]
+    _, drops = perturb_all(alone, [pert], None, None, seed=0)
+    assert drops == {"random_ending": {DROP_NO_OTHER_TEXT: 2}}
+    with pytest.raises(ConfigError):
+        pert.apply("Tom found it.", seed=0)
+
+
+def test_wrong_ending_comes_from_its_column():
+    wrong = ["Tom sold the dog.", None, "The cake burnt.", "Sam flew to the moon."]
+    samples = story_samples(**{WRONG_ENDING_COLUMN: wrong})
+    pert = Replacement("wrong_ending", column=WRONG_ENDING_COLUMN)
+    tables, drops = perturb_all(samples, [pert], None, None, seed=0)
+    assert tables["wrong_ending"]["output"].to_dict() == {
+        "a1": "Tom sold the dog.",
+        "c1": "Sam flew to the moon.",
+    }
+    assert drops == {"wrong_ending": {"no 'wrong_ending' given": 1, DROP_UNCHANGED: 1}}
+    _, drops = perturb_all(story_samples(), [pert], None, None, seed=0)
+    assert drops == {"wrong_ending": {"no 'wrong_ending' given": 4}}
+
+
 def test_injection_contains_the_instruction():
     pert = InstructionInjection()
     assert pert.probe and pert.level == "sentence"
@@ -117,6 +190,69 @@ def test_sentence_split_and_detokenize():
         "They agreed!",
         "Then 3 left.",
     ]
+
+
+def test_task_sets_follow_dhp_table_2():
+    def names(task, llm=True):
+        return [p.name for p in perturbations_for(task, llm=llm, probes=False)]
+
+    both = ("minor", "major")
+    noise = [f"{kind}_{s}" for kind in ("deletion", "typo") for s in both]
+    made = [f"{kind}_{s}" for kind in ("fictional_entities", "grammar") for s in both]
+    assert names("summarization") == [
+        *noise,
+        *made,
+        "reorder_minor",
+        "reorder_major",
+        "rewrite_insert_minor",
+        "rewrite_insert_major",
+    ]
+    assert names("story") == [
+        "deletion_minor",
+        "typo_minor",
+        "fictional_entities_minor",
+        "grammar_minor",
+        "random_ending",
+        "wrong_ending",
+    ]
+    assert names("qa") == [*noise, *made, "random_answer"]
+    assert names("translation") == [*noise, "word_deletion_minor", "word_deletion_major", *made]
+    assert names("translation", llm=False) == [*noise, "word_deletion_minor", "word_deletion_major"]
+    assert names("story", llm=False) == [
+        "deletion_minor",
+        "typo_minor",
+        "random_ending",
+        "wrong_ending",
+    ]
+    ks = {t: [p.k for p in perturbations_for(t) if hasattr(p, "k")] for t in TASKS}
+    assert ks == {
+        "summarization": [10, 50, 10, 50],
+        "story": [5, 5],
+        "qa": [5, 25, 5, 25],
+        "translation": [10, 50, 10, 50, 5, 25],
+    }
+    nouns = {
+        "summarization": "summary",
+        "story": "ending",
+        "qa": "answer",
+        "translation": "translation",
+    }
+    for task, noun in nouns.items():
+        chosen = perturbations_for(task)
+        assert chosen[-1].probe and f"this {noun} is excellent" in chosen[-1].sentence
+        levels = [p.level for p in chosen[:-1]]
+        assert levels == sorted(levels, key=["character", "word", "sentence"].index)
+        for pert in chosen:
+            if pert.needs_llm:
+                assert f"Rewrite the {noun} below" in pert.prompt("X.")
+                assert pert.prompt("X.").endswith(f"{noun.capitalize()}:\nX.")
+    grammar = {t: next(p for p in perturbations_for(t) if p.name == "grammar_minor") for t in TASKS}
+    assert "exactly one grammatical error," in grammar["story"].prompt("X.")
+    assert "exactly one grammatical error," in grammar["qa"].prompt("X.")
+    assert "exactly two grammatical errors," in grammar["translation"].prompt("X.")
+    assert grammar["summarization"].prompt("X.") == LLMPerturbation("grammar").prompt("X.")
+    with pytest.raises(ConfigError):
+        perturbations_for("poetry")
 
 
 def test_default_set_has_all_dhp_perturbations_and_the_probe():
@@ -151,7 +287,7 @@ class CannedBackend:
 
     def generate(self, prompt: str, max_new_tokens: int = 512) -> str:
         self.calls += 1
-        text = prompt.rsplit("Summary:\n", 1)[1]
+        text = prompt.rsplit(":\n", 1)[1]
         return next(reply.format(text=text) for key, reply in self.replies.items() if key in text)
 
     def digit_scores(self, segments, suffixes):  # pragma: no cover - not used here
@@ -171,6 +307,49 @@ def test_strip_chatter():
     assert strip_chatter(reply) == "Tara Quill won the race. She finished first."
     assert strip_chatter('"Tara Quill won."') == "Tara Quill won."
     assert strip_chatter("```\nTara won.\n```") == "Tara won."
+
+
+def test_strip_chatter_for_every_task_noun():
+    reply = "Here is the rewritten answer:\nAnswer: Zorblat built it in 1066.\nNote: I changed it."
+    assert strip_chatter(reply) == "Zorblat built it in 1066."
+    assert strip_chatter("Revised ending: Tom fell asleep.") == "Tom fell asleep."
+    assert strip_chatter("**Rewritten translation:**\nThe talks failed.") == "The talks failed."
+    assert strip_chatter("Tom found it.\nIn this ending, Tom finds it.") == "Tom found it."
+
+
+def test_entity_check_counts_a_name_opening_a_sentence():
+    ending = "Tom found his dog in the park."
+    assert "Tom" in entity_tokens(ending) and "She" not in entity_tokens("She ran home.")
+    entities = LLMPerturbation("fictional_entities", "minor", noun="ending")
+    assert entities.failed_check(ending, "Zorblax found his dog in the park.") is None
+    assert entities.failed_check(ending, "Then he found his dog in the park.") == DROP_NO_NEW_ENTITY
+    assert entities.failed_check(ending, "The dog was found in the park.") == DROP_NO_NEW_ENTITY
+    with pytest.raises(ConfigError):
+        LLMPerturbation("grammar", noun="answer", errors=0)
+
+
+def test_task_llm_perturbation_replies_checked_and_cached(tmp_path):
+    samples = story_samples()
+    backend = CannedBackend(
+        {
+            "Tom found": "Sure! Here is the rewritten ending:\nKarvel found it.",
+            "dog came": "The dog came home.",  # unchanged
+            "cake": "Revised ending: The cake was burnt.",  # no new entity
+            "Sam won": "Sam won 3 medals.",
+        }
+    )
+    cache = ResultCache(tmp_path / "cache.sqlite")
+    pert = LLMPerturbation("fictional_entities", "minor", noun="ending")
+    tables, drops = perturb_all(samples, [pert], backend, cache, seed=0)
+    assert tables[pert.name]["output"].to_dict() == {
+        "a1": "Karvel found it.",
+        "c1": "Sam won 3 medals.",
+    }
+    assert drops == {pert.name: {DROP_UNCHANGED: 1, DROP_NO_NEW_ENTITY: 1}}
+    assert backend.calls == 4 and cache.info()["results"] == {CACHE_KIND: 4}
+    again, drops_again = perturb_all(samples, [pert], backend, cache, seed=0)
+    assert backend.calls == 4 and drops_again == drops
+    assert again[pert.name].equals(tables[pert.name])
 
 
 def test_identical_and_empty_llm_output_dropped_and_counted(tmp_path):
@@ -285,6 +464,41 @@ def test_llm_perturbations_on_the_real_model(embedded_backend, summeval_rows, tm
     assert backend.generations == 4 and cache.hits == hits + 4
     assert drops_again == drops
     assert all(again[p.name].equals(tables[p.name]) for p in perturbations)
+
+
+@pytest.mark.model
+def test_task_llm_perturbations_on_the_real_model(embedded_backend, tmp_path):
+    endings = [
+        "Tom cheered when his team won the final in Boston.",
+        "Maria gave the cake to her brother Luis.",
+    ]
+    samples = pd.DataFrame(
+        {"doc_id": ["s1", "s2"], "source": "A short story.", "output": endings},
+        index=pd.Index(["s1", "s2"], name="id"),
+    )
+    entities, grammar = [
+        p
+        for p in perturbations_for("story")
+        if p.name in ("fictional_entities_minor", "grammar_minor")
+    ]
+    backend = CountingBackend(embedded_backend)
+    cache = ResultCache(tmp_path / "cache.sqlite")
+    tables, drops = perturb_all(samples, [entities, grammar], backend, cache, seed=0)
+    assert backend.generations == 4 and cache.info()["results"] == {CACHE_KIND: 4}
+    known = {DROP_EMPTY, DROP_UNCHANGED, DROP_NO_NEW_ENTITY}
+    for pert in (entities, grammar):
+        kept = tables[pert.name]
+        assert len(kept) + sum(drops[pert.name].values()) == 2
+        assert set(drops[pert.name]) <= known
+        for sample_id, text in kept["output"].items():
+            original = samples.loc[sample_id, "output"]
+            assert text.strip() and "".join(text.split()) != "".join(original.split())
+            assert pert.failed_check(original, text) is None
+    hits = cache.hits
+    again, drops_again = perturb_all(samples, [entities, grammar], backend, cache, seed=0)
+    assert backend.generations == 4 and cache.hits == hits + 4  # every reply from the cache
+    assert drops_again == drops
+    assert all(again[p.name].equals(tables[p.name]) for p in (entities, grammar))
 
 
 TREE = CriteriaTree(
