@@ -300,6 +300,9 @@ def dhp_command(
     criteria: CriteriaOption = Path("data/summeval/aspects.yaml"),
     aspects: AspectsOption = None,
     params: ParamsOption = Path("params.yaml"),
+    task: Annotated[
+        str, typer.Option(help="DHP task: summarization, story, qa or translation.")
+    ] = "summarization",
     n_texts: Annotated[int, typer.Option(help="Reference texts perturbed.")] = 5,
     llm_perturbations: Annotated[
         bool, typer.Option(help="Add DHP's LLM-made perturbations (use a 7B+ judge).")
@@ -313,10 +316,14 @@ def dhp_command(
     """DHP discernment of any scorer: perturb references, test, write a table + bar chart each."""
     from hdeval.acceptance import AcceptanceError, DHPParams, dhp_samples, gate, run_suite, summary
     from hdeval.data import load_labels
+    from hdeval.perturb import TASKS
 
+    if task not in TASKS:
+        raise typer.BadParameter(f"{task!r} is not one of {', '.join(TASKS)}", param_hint="--task")
     scorers, chosen, backend, cache = _text_scorers(scorer, model, criteria, aspects, params)
     labels = load_labels(data, chosen, score_range=(float("-inf"), float("inf")))
     settings = DHPParams(
+        task=task,  # type: ignore[arg-type]
         n_texts=n_texts,
         seed=seed,
         llm_perturbations=llm_perturbations,

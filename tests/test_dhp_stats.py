@@ -5,13 +5,18 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
+from pydantic import ValidationError
 
+from hdeval.acceptance import DHPParams, run_suite
 from hdeval.data import load_labels
 from hdeval.dhp import (
+    EXPERT_WEIGHTS,
     DHPResult,
     discernment,
     failed_perturbations,
@@ -29,7 +34,10 @@ from hdeval.perturb import (
     InstructionInjection,
     SentenceReorder,
     detokenize,
+    perturbations_for,
 )
+
+REPO = Path(__file__).resolve().parents[1]
 
 # --------------------------------------------------------------------------- Wilcoxon
 
@@ -125,6 +133,24 @@ def test_resolve_weights_restricts_and_normalises():
     assert ew == {"a": 0.5, "b": 0.5}
 
 
+TASK_METRICS = {
+    "summarization": ["coherence", "consistency", "fluency", "relevance"],
+    "story": ["coherence", "consistency", "fluency"],
+    "qa": ["answer_quality"],
+    "translation": ["accuracy", "fluency"],
+}
+
+
+@pytest.mark.parametrize("task", list(TASK_METRICS))
+def test_every_task_perturbation_has_expert_weights(task):
+    metrics = TASK_METRICS[task]
+    for pert in perturbations_for(task):
+        ew, source = resolve_weights(pert.name, metrics, EXPERT_WEIGHTS[task])
+        assert sum(ew.values()) == pytest.approx(1.0)
+        # one metric needs no table: its weight is 1 either way
+        assert source == ("equal" if len(metrics) == 1 else "expert"), pert.name
+
+
 # --------------------------------------------------------------------------- run_dhp
 
 TEXTS = [
@@ -158,18 +184,19 @@ def make_samples(texts: list[str]) -> pd.DataFrame:
 
 
 class LengthScorer:
-    """fluency = text length (hurt by deletions, raised by injections); coherence constant."""
+    """fluency = text length (hurt by deletions, raised by injections); other metrics constant."""
 
-    def __init__(self) -> None:
+    def __init__(self, metrics: tuple[str, ...] = ("fluency", "coherence")) -> None:
         self.name = "length"
-        self.metrics = ["fluency", "coherence"]
+        self.metrics = list(metrics)
         self.calls = 0
 
     def score(self, samples: pd.DataFrame) -> pd.DataFrame:
         self.calls += 1
+        self.seen = samples
+        length = samples["output"].str.len().astype(float)
         return pd.DataFrame(
-            {"fluency": samples["output"].str.len().astype(float), "coherence": 3.0},
-            index=samples.index,
+            {m: length if m == "fluency" else 3.0 for m in self.metrics}, index=samples.index
         )
 
 
@@ -293,3 +320,72 @@ def test_reference_samples_seeded_choice(summeval_data):
     assert one.equals(reference_samples(summeval_data, n=1, seed=3))
     with pytest.raises(ConfigError):
         reference_samples(summeval_data, n=5, seed=0)
+
+
+# --------------------------------------------------------------------------- tasks
+
+
+def test_dhp_params_task_defaults_to_summarization():
+    section = yaml.safe_load((REPO / "params.yaml").read_text())["dhp"]
+    assert DHPParams.model_validate(section).task == DHPParams().task == "summarization"
+    assert DHPParams(task="story").task == "story"
+    with pytest.raises(ValidationError):
+        DHPParams(task="poetry")
+
+
+def test_run_suite_uses_the_tasks_perturbations_and_weights(tmp_path):
+    scorer = LengthScorer(("accuracy", "fluency"))
+    params = DHPParams(task="translation", n_texts=6)
+    result = run_suite([scorer], make_samples(TEXTS), params, None, None, tmp_path)["length"]
+    table = result.table
+    assert list(table.index) == [p.name for p in perturbations_for("translation", llm=False)]
+    assert result.weights["word_deletion_minor"] == pytest.approx({"accuracy": 0.7, "fluency": 0.3})
+    row = table.loc["word_deletion_minor"]
+    n = len(TEXTS)
+    assert row["n_texts"] == n and row["p:fluency"] == pytest.approx(1 / 2**n)
+    assert row["p_ew"] == pytest.approx(1 / (0.7 / 1.0 + 0.3 * 2**n))  # accuracy: p = 1
+    # every text has at most 25 words: the major word deletion cannot run and is not tested
+    major = table.loc["word_deletion_major"]
+    assert major["n_texts"] == 0 and major["n_dropped"] == n and math.isnan(major["D_ew"])
+    assert "word_deletion_major" not in failed_perturbations(result)
+    assert (tmp_path / "length.csv").exists() and (tmp_path / "length.png").exists()
+
+
+def test_story_suite_swaps_endings_and_reports_missing_wrong_endings(tmp_path):
+    scorer = LengthScorer(("coherence", "consistency", "fluency"))
+    samples = make_samples(TEXTS)
+    params = DHPParams(task="story", n_texts=6, probes=False)
+    result = run_suite([scorer], samples, params, None, None, tmp_path)["length"]
+    table = result.table
+    assert list(table.index) == [
+        p.name for p in perturbations_for("story", llm=False, probes=False)
+    ]
+    assert table.loc["random_ending", "n_texts"] == len(TEXTS)
+    for i in samples.index:  # each ending replaced by another story's
+        swapped = scorer.seen.loc[f"random_ending/{i}", "output"]
+        assert swapped in set(samples["output"].drop(index=i))
+    assert result.drops["wrong_ending"] == {"no 'wrong_ending' given": len(TEXTS)}
+    assert math.isnan(table.loc["wrong_ending", "D_ew"]) and math.isfinite(result.D_min_ew)
+    assert result.weights["random_ending"] == {"coherence": 0.5, "consistency": 0.5, "fluency": 0.0}
+
+
+def test_cli_dhp_task_option(tmp_path, summeval_rows, monkeypatch):
+    from typer.testing import CliRunner
+
+    from hdeval.cli import app
+
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(json.dumps(r) + "\n" for r in summeval_rows))
+    # a judge that is never called: ROUGE needs none and the perturbations are rule-based
+    params = tmp_path / "params.yaml"
+    params.write_text("llm: {backend: openai, base_url: 'http://127.0.0.1:9/v1', model: unused}\n")
+    monkeypatch.setenv("HDEVAL_CACHE", str(tmp_path / "cache.sqlite"))
+    common = ["dhp", str(labels), "--scorer", "rouge", "--params", str(params)]
+    common += ["--criteria", str(REPO / "data" / "summeval" / "aspects.yaml"), "--n-texts", "2"]
+    runner = CliRunner()
+    bad = runner.invoke(app, [*common, "--out", str(tmp_path / "bad"), "--task", "poetry"])
+    assert bad.exit_code == 2 and "poetry" in bad.output
+    done = runner.invoke(app, [*common, "--out", str(tmp_path / "out"), "--task", "translation"])
+    assert done.exit_code == 0, done.output
+    table = pd.read_csv(tmp_path / "out" / "rouge.csv", index_col=0)
+    assert list(table.index) == [p.name for p in perturbations_for("translation", llm=False)]
