@@ -3,17 +3,17 @@
 A bundle directory holds ``aggregator.onnx``, ``criteria.yaml`` and ``card.json`` (judge
 identity, prompt template version, task wording, scoring modes, feature order, criteria hash,
 training-data hash, metrics, aggregator file hash). It is written to a temporary directory and
-renamed into place, so a reader never sees half a bundle.
+swapped into place in one step (:func:`hdeval.atomic_dir.staged_dir`), so a reader, or an export
+killed at any moment, leaves the previous complete bundle or the new one, never half of one.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
+from hdeval.atomic_dir import staged_dir
 from hdeval.criteria import CriteriaTree
 from hdeval.errors import ModelIntegrityError
 from hdeval.onnx_runtime import file_sha256
@@ -45,10 +45,7 @@ def export_bundle(
     from hdeval.onnx_export import export_onnx
 
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
+    with staged_dir(path) as tmp:
         export_onnx(
             pipeline,
             len(feature_names),
@@ -80,13 +77,6 @@ def export_bundle(
             "metrics": metrics or {},
         }
         (tmp / CARD).write_text(json.dumps(card, indent=2))
-        old = path.with_name(f".{path.name}.old-{os.getpid()}")
-        if path.exists():
-            path.replace(old)
-        tmp.replace(path)
-        shutil.rmtree(old, ignore_errors=True)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return path
 
 

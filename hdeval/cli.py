@@ -183,6 +183,7 @@ def score(
     failures: dict[str, list[str]] = {}
     for failure in result.failures:
         failures.setdefault(failure.sample_id, []).append(f"{failure.column}: {failure.reason}")
+    truncated = {t.sample_id for t in result.truncations}
     lines = []
     for sample_id in texts.samples.index:
         row = {
@@ -190,6 +191,7 @@ def score(
             "scores": _finite(result.aspects.loc[sample_id].to_dict()),
             "criteria": _finite(result.criteria.loc[sample_id].to_dict()),
             "failures": failures.get(sample_id, []),
+            "truncated": sample_id in truncated,
         }
         if explain:
             row["explanation"] = explanations.get(sample_id)
@@ -201,6 +203,10 @@ def score(
         sys.stdout.write(text)
     if failures:
         console.print(f"[yellow]{len(failures)} rows have failed criterion scores[/yellow]")
+    if truncated:
+        console.print(
+            f"[yellow]{len(truncated)} rows were truncated to fit the judge's context[/yellow]"
+        )
 
 
 ScorerNames = Annotated[

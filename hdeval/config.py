@@ -18,6 +18,9 @@ class LLMConfig(BaseModel):
     - ``transformers``: any local Hugging Face directory or GGUF file (``model_path``).
     - ``openai``: any OpenAI-compatible server (``base_url`` + ``model``); the API key is read
       from the environment variable named by ``api_key_env``, never from a file.
+
+    ``max_context`` (local backends) lowers the context length prompts are fitted to, below the
+    model's own; a server enforces its own context, and a longer prompt is a recorded failure.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -34,6 +37,7 @@ class LLMConfig(BaseModel):
     timeout: float = Field(120.0, gt=0)
     max_retries: int = Field(5, ge=0)
     min_digit_mass: float = Field(0.5, ge=0, le=1)
+    max_context: int | None = Field(None, ge=1)
 
     @model_validator(mode="after")
     def _check_backend_fields(self) -> LLMConfig:
@@ -41,6 +45,10 @@ class LLMConfig(BaseModel):
             raise ValueError("llm.model_path is required for the transformers backend")
         if self.backend == "openai" and not (self.base_url and self.model):
             raise ValueError("llm.base_url and llm.model are required for the openai backend")
+        if self.backend == "openai" and self.max_context is not None:
+            raise ValueError(
+                "llm.max_context applies to the local backends; the server enforces its own"
+            )
         return self
 
 

@@ -7,7 +7,7 @@ scores from another judge or prompt are not what the aggregator learned from.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -19,7 +19,7 @@ from hdeval.errors import ModelIntegrityError
 from hdeval.llm.types import LLMBackend
 from hdeval.onnx_runtime import OnnxAggregator
 from hdeval.prompts import TEMPLATE_VERSION, TaskSpec
-from hdeval.scoring import CriterionScorer, ScoringFailure, feature_columns
+from hdeval.scoring import CriterionScorer, ScoringFailure, Truncation, feature_columns
 
 
 @dataclass
@@ -29,6 +29,7 @@ class Scores:
     aspects: pd.DataFrame
     criteria: pd.DataFrame
     failures: list[ScoringFailure]
+    truncations: list[Truncation] = field(default_factory=list)
 
 
 class Evaluator:
@@ -105,10 +106,13 @@ class Evaluator:
         predicted = self.aggregator.predict(features.to_numpy())
         aspects = pd.DataFrame(predicted, index=features.index, columns=self.aspects)
         aspects.loc[features.isna().any(axis=1)] = float("nan")
-        return Scores(aspects=aspects, criteria=features, failures=run.failures)
+        return Scores(aspects, features, run.failures, run.truncations)
 
     def score(self, source: str, text: str) -> dict:
-        """One text: ``{"aspects": {...}, "criteria": {...}, "failures": [...]}``."""
+        """One text: ``{"aspects": {...}, "criteria": {...}, "failures": [...], "truncated"}``.
+
+        ``truncated`` is True when the prompt was cut to fit the judge's context.
+        """
         samples = pd.DataFrame(
             {"doc_id": ["doc"], "source": [source], "output": [text]}, index=pd.Index(["text"])
         )
@@ -117,4 +121,5 @@ class Evaluator:
             "aspects": result.aspects.iloc[0].to_dict(),
             "criteria": result.criteria.iloc[0].to_dict(),
             "failures": [f.reason for f in result.failures],
+            "truncated": bool(result.truncations),
         }

@@ -4,7 +4,9 @@ Feature columns are named ``prompt:<criterion id>`` (expected 1..5 score from th
 prompt), ``lik:<criterion id>`` (mean token log-likelihood of the text given an instruction naming
 the criterion) and ``lik:_text`` (the same without any criterion, the reference the criterion
 columns lift over). A failed score is NaN in the table and a :class:`ScoringFailure` in the run;
-it is never cached as a result, so the next run retries it.
+it is never cached as a result, so the next run retries it. A prompt longer than the judge's
+context is cut by the rule of :mod:`hdeval.truncation` before its cache key is computed, and
+counted in the run as a :class:`Truncation`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from tqdm.auto import tqdm
 from hdeval.cache import ResultCache, cache_key
 from hdeval.criteria import CriteriaTree, Criterion
 from hdeval.errors import HDEvalError
-from hdeval.llm.types import DigitScore, LLMBackend, LogLikelihood
+from hdeval.llm.types import ContextLimited, DigitScore, LLMBackend, LogLikelihood
 from hdeval.prompts import (
     TEMPLATE_VERSION,
     TaskSpec,
@@ -30,11 +32,13 @@ from hdeval.prompts import (
     prompt_segments,
     source_segment,
 )
+from hdeval.truncation import ContextOverflow, Fitted, fit_to_context
 
 log = logging.getLogger(__name__)
 
 Mode = Literal["prompt", "likelihood"]
 UNCONDITIONED = "lik:_text"
+_KIND: dict[str, str] = {"prompt": "digits", "likelihood": "loglik"}  # cache kind per mode
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,16 @@ class ScoringFailure:
     sample_id: str
     column: str
     reason: str
+
+
+@dataclass(frozen=True)
+class Truncation:
+    """A sample whose prompts (of one scoring mode) were cut to fit the judge's context."""
+
+    sample_id: str
+    mode: Mode
+    source_tokens_cut: int
+    text_tokens_cut: int
 
 
 @dataclass
@@ -52,6 +66,12 @@ class ScoringRun:
     failures: list[ScoringFailure] = field(default_factory=list)
     computed: int = 0
     cached: int = 0
+    truncations: list[Truncation] = field(default_factory=list)
+
+    @property
+    def truncated_samples(self) -> int:
+        """Number of samples with at least one prompt cut to fit the judge's context."""
+        return len({t.sample_id for t in self.truncations})
 
     def summary(self) -> str:
         total = self.computed + self.cached
@@ -59,7 +79,8 @@ class ScoringRun:
         return (
             f"{len(self.features)} samples x {self.features.shape[1]} features: "
             f"{self.computed} LLM scores computed, {self.cached} from cache "
-            f"({rate:.0%} hit rate), {len(self.failures)} failed"
+            f"({rate:.0%} hit rate), {len(self.failures)} failed, "
+            f"{self.truncated_samples} samples truncated to the judge's context"
         )
 
 
@@ -175,38 +196,90 @@ class CriterionScorer:
         criteria: list[Criterion],
         run: ScoringRun,
     ) -> None:
-        source = source_segment(self.task, row["source"])
-        if "prompt" in self.modes:
-            segments = prompt_segments(self.task, row["source"], row["output"])
-            requests = self._prompt_requests(tree, criteria, segments)
-            self._resolve(
-                sample_id,
-                requests,
-                run,
-                "digits",
-                lambda todo: self.backend.digit_scores(segments, [r.suffix for r in todo]),
-            )
-        if "likelihood" in self.modes:
-            output = row["output"].strip()
-            requests = self._likelihood_requests(tree, criteria, [source], output)
-            self._resolve(
-                sample_id,
-                requests,
-                run,
-                "loglik",
-                lambda todo: self.backend.loglikelihoods(
-                    [source], [(r.suffix, output) for r in todo]
-                ),
-            )
+        for mode in self.modes:
+            segments, continuation = self._layout(mode, row["source"], row["output"])
+            requests = self._requests(mode, tree, criteria, segments, continuation)
+            fitted = self._fit(sample_id, mode, row["source"], row["output"], requests, run)
+            if fitted is None:
+                continue
+            if fitted.truncated:
+                segments, continuation = self._layout(mode, fitted.source, fitted.output)
+                requests = self._requests(mode, tree, criteria, segments, continuation)
+            self._resolve(sample_id, requests, run, mode, segments, continuation)
 
-    def _resolve(self, sample_id, requests, run, kind, compute) -> None:
+    def _layout(self, mode: Mode, source: str, output: str) -> tuple[list[str], str]:
+        """Shared segments of a sample's requests, and the continuation (likelihood: the text)."""
+        if mode == "prompt":
+            return prompt_segments(self.task, source, output), ""
+        return [source_segment(self.task, source)], output.strip()
+
+    def _requests(
+        self,
+        mode: Mode,
+        tree: CriteriaTree,
+        criteria: Sequence[Criterion],
+        segments: list[str],
+        continuation: str,
+    ) -> list[_Request]:
+        if mode == "prompt":
+            return self._prompt_requests(tree, criteria, segments)
+        return self._likelihood_requests(tree, criteria, segments, continuation)
+
+    def _fit(
+        self,
+        sample_id: str,
+        mode: Mode,
+        source: str,
+        output: str,
+        requests: list[_Request],
+        run: ScoringRun,
+    ) -> Fitted | None:
+        """Source and text cut to fit the judge's context (by :func:`fit_to_context`, for the
+        longest of ``requests``); None, with every request recorded as failed, if they cannot.
+        """
+        backend = self.backend
+        if not (requests and isinstance(backend, ContextLimited) and backend.max_context):
+            return Fitted(source, output)
+        longest = max((r.suffix for r in requests), key=lambda s: len(backend.tokenize(s)))
+
+        def prompt_tokens(source: str, output: str) -> int:
+            segments, continuation = self._layout(mode, source, output)
+            return backend.prompt_tokens(segments, longest, continuation)
+
+        try:
+            fitted = fit_to_context(source, output, prompt_tokens, backend)
+        except ContextOverflow as exc:
+            run.failures += [ScoringFailure(sample_id, r.column, str(exc)) for r in requests]
+            self.cache.record_failures(_KIND[mode], {r.key: str(exc) for r in requests})
+            return None
+        if fitted.truncated:
+            run.truncations.append(
+                Truncation(sample_id, mode, fitted.source_cut, fitted.output_cut)
+            )
+        return fitted
+
+    def _resolve(
+        self,
+        sample_id: str,
+        requests: list[_Request],
+        run: ScoringRun,
+        mode: Mode,
+        segments: list[str],
+        continuation: str,
+    ) -> None:
+        kind = _KIND[mode]
         found = self.cache.get_many(r.key for r in requests)
         todo = [r for r in requests if r.key not in found]
         run.cached += len(requests) - len(todo)
         computed: dict[str, dict] = {}
         failed: dict[str, str] = {}
         if todo:
-            for request, result in zip(todo, compute(todo), strict=True):
+            if mode == "prompt":
+                results = self.backend.digit_scores(segments, [r.suffix for r in todo])
+            else:
+                items = [(r.suffix, continuation) for r in todo]
+                results = self.backend.loglikelihoods(segments, items)
+            for request, result in zip(todo, results, strict=True):
                 if isinstance(result, DigitScore) and not result.ok:
                     failed[request.key] = result.failure or "unknown failure"
                     run.failures.append(

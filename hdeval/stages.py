@@ -139,6 +139,7 @@ def layer(number: int) -> None:
             **report.to_dict(),
             **_cost(cache),
             "failed_scores": len(run.failures),
+            "truncated_samples": run.truncated_samples,
             "not_decomposed": leaves,
             "llm_identity": backend.identity,
         },
@@ -219,6 +220,7 @@ def evaluate() -> None:
             "llm": {
                 "identity": backend.identity,
                 "failed_scores": len(scores.failures),
+                "truncated_samples": len({t.sample_id for t in scores.truncations}),
                 "stages": {
                     **{f"layer@{r['layer']}": _stage_cost(r) for r in layers},
                     "evaluate": _cost(cache),

@@ -124,3 +124,33 @@ def test_loglikelihoods_unsupported(server_backend: OpenAICompatibleBackend) -> 
 
 def test_identity_names_the_model(server_backend: OpenAICompatibleBackend) -> None:
     assert server_backend.identity == f"openai-compatible:{MODEL_ALIAS}"
+
+
+def test_prompt_longer_than_the_server_context_is_a_recorded_failure(
+    server_backend: OpenAICompatibleBackend, rows: list[dict], tmp_path: Path
+) -> None:
+    """The server (2048-token context) refuses a prompt of about 3,400 tokens: a failure naming
+    the context, not retried; the other text of the run is scored."""
+    import pandas as pd
+
+    from hdeval.cache import ResultCache
+    from hdeval.criteria import CriteriaTree, Criterion
+    from hdeval.scoring import CriterionScorer
+
+    tree = CriteriaTree([Criterion("fluency", "fluency", CRITERIA["fluency"])])
+    samples = pd.DataFrame(
+        {
+            "doc_id": ["long", "short"],
+            "source": ["\n\n".join([rows[0]["source"]] * 8), rows[0]["source"]],
+            "output": [rows[0]["output"]] * 2,
+        },
+        index=pd.Index(["long", "short"]),
+    )
+    scorer = CriterionScorer(server_backend, ResultCache(tmp_path / "cache.sqlite"))
+    run = scorer.score(samples, tree, progress=False)
+    (failure,) = run.failures
+    assert failure.sample_id == "long"
+    assert failure.reason.startswith("prompt longer than the server's context: HTTP 400")
+    assert "(not retried)" in failure.reason
+    assert math.isnan(run.features.loc["long", "prompt:fluency"])
+    assert 1.0 <= run.features.loc["short", "prompt:fluency"] <= 5.0

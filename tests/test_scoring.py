@@ -116,3 +116,74 @@ def test_resume_after_kill_minus_nine_loses_no_completed_score(embedded_backend,
     assert resumed.cached == stored
     assert resumed.computed == 2 * n_samples - stored
     assert not any(math.isnan(v) for v in resumed.features.to_numpy().ravel())
+
+
+@pytest.fixture
+def judge(embedded_backend):
+    """The embedded judge; a test may lower its context length, which is restored afterwards."""
+    saved = embedded_backend.max_context
+    yield embedded_backend
+    embedded_backend.max_context = saved
+
+
+@pytest.mark.model
+def test_text_longer_than_the_context_is_truncated_counted_and_scored(judge, samples, tmp_path):
+    from hdeval.prompts import TaskSpec, prompt_segments
+    from hdeval.truncation import ContextOverflow
+
+    two = samples.iloc[:2]
+    model_context, judge.max_context = judge.max_context, 300
+    whole = prompt_segments(TaskSpec(), two.iloc[0]["source"], two.iloc[0]["output"])
+    assert judge.prompt_tokens(whole, "") > 300  # the articles do not fit
+    with pytest.raises(ContextOverflow, match="context of 300 tokens"):
+        judge.digit_scores(whole, ["Score (1-5):"])  # refused before it reaches the model
+
+    path = tmp_path / "cache.sqlite"
+    modes = ("prompt", "likelihood")
+    run = CriterionScorer(judge, ResultCache(path), modes=modes).score(two, TREE, progress=False)
+    assert run.failures == [] and run.features.notna().all().all()
+    assert run.computed == 2 * 5
+    assert sorted((t.sample_id, t.mode) for t in run.truncations) == sorted(
+        (i, m) for i in two.index for m in modes
+    )
+    for cut in run.truncations:
+        assert cut.source_tokens_cut > 0 and cut.text_tokens_cut == 0  # the source only
+    assert run.truncated_samples == 2
+    assert "2 samples truncated to the judge's context" in run.summary()
+
+    # Same rule, same cut prompts, same cache keys: all from cache, and counted again.
+    again = CriterionScorer(judge, ResultCache(path), modes=modes).score(two, TREE, progress=False)
+    assert again.computed == 0 and again.features.equals(run.features)
+    assert again.truncations == run.truncations
+
+    # The cut prompts are cached under their own keys: a whole prompt is scored anew.
+    judge.max_context = model_context
+    whole_run = CriterionScorer(judge, ResultCache(path)).score(two[:1], TREE, progress=False)
+    assert whole_run.computed == 2 and whole_run.truncations == []
+
+
+@pytest.mark.model
+def test_text_is_cut_once_the_source_is_gone_and_a_too_long_frame_fails(judge, samples, tmp_path):
+    from hdeval.prompts import TaskSpec, criterion_prompt, prompt_segments
+
+    row = samples.iloc[:1]
+    suffixes = [criterion_prompt(TaskSpec(), c, None) for c in TREE]
+    longest = max(suffixes, key=lambda s: len(judge.tokenize(s)))
+    frame = judge.prompt_tokens(prompt_segments(TaskSpec(), "", ""), longest)
+    cache = ResultCache(tmp_path / "cache.sqlite")
+
+    judge.max_context = frame + 8
+    run = CriterionScorer(judge, cache).score(row, TREE, progress=False)
+    (cut,) = run.truncations
+    assert cut.source_tokens_cut == len(judge.tokenize(row.iloc[0]["source"]))  # all of it
+    assert cut.text_tokens_cut > 0
+    # A 0.5B judge may not answer a near-empty prompt with a digit: that is a recorded failure,
+    # never an exception and never a made-up score.
+    assert run.features.notna().sum().sum() + len(run.failures) == 2
+
+    judge.max_context = frame - 5  # not even the prompt without source and text fits
+    run = CriterionScorer(judge, cache).score(row, TREE, progress=False)
+    assert run.features.isna().all().all() and run.computed == 0 and run.truncations == []
+    assert len(run.failures) == 2
+    assert all(f"context of {frame - 5} tokens" in f.reason for f in run.failures)
+    assert "2 failed" in run.summary()

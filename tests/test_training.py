@@ -144,7 +144,7 @@ def test_cli_score_writes_jsonl_rows(tiny, embedded_backend, tmp_path, monkeypat
     for row in rows:
         assert set(row["scores"]) == set(ASPECTS)
         assert all(isinstance(v, float) for v in row["scores"].values())
-        assert len(row["criteria"]) >= 4 and row["failures"] == []
+        assert len(row["criteria"]) >= 4 and row["failures"] == [] and row["truncated"] is False
         for aspect, explained in row["explanation"]["aspects"].items():
             total = explained["base"] + sum(explained["contributions"].values())
             assert total == pytest.approx(row["scores"][aspect], abs=1e-6)

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import optuna
 import pandas as pd
 import pytest
 
+from hdeval.aggregators import search_space
 from hdeval.errors import ConfigError
 from hdeval.tuning import completed_trials, cv_score, mean_pearson, open_study, tune
 
@@ -25,6 +33,9 @@ def synthetic(n_docs: int = 20, per_doc: int = 6, seed: int = 0):
     )
     groups = np.repeat(np.arange(n_docs), per_doc)
     return X, Y, groups
+
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_mean_pearson() -> None:
@@ -118,3 +129,54 @@ def test_optuna_trial_logging_is_silenced(tmp_path) -> None:
         assert optuna.logging.get_verbosity() == level
     finally:
         logging.getLogger("optuna").removeHandler(records)
+
+
+def _completed_in_sqlite(path: Path) -> int:
+    """Completed trials, read straight from the study's sqlite while another process writes it."""
+    try:
+        with sqlite3.connect(path, timeout=30) as conn:
+            query = "SELECT COUNT(*) FROM trials WHERE state = 'COMPLETE'"
+            return conn.execute(query).fetchone()[0]
+    except sqlite3.OperationalError:  # not created yet
+        return 0
+
+
+def test_kill_minus_nine_mid_study_then_resume(tmp_path) -> None:
+    """A tuning process killed with SIGKILL mid-study: the next run keeps its completed trials."""
+    path = tmp_path / "study.sqlite"
+    n_trials = 30
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "tests.tuning_worker", str(path), str(n_trials)],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 300
+    while _completed_in_sqlite(path) < 3 and worker.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert worker.poll() is None, worker.stderr.read().decode()[-2000:]
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.wait()
+
+    study = open_study(path, "killed")
+    before = {
+        t.number: (t.params, t.value)
+        for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    }
+    assert 3 <= len(before) < n_trials  # killed mid-study
+
+    X, Y, groups = synthetic()
+    params = tune("tree", X, Y, groups, n_trials, 0, path, "killed", n_splits=3)
+
+    study = open_study(path, "killed")
+    assert study.user_attrs["kind"] == "tree"
+    complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    assert len(complete) == n_trials
+    after = {t.number: (t.params, t.value) for t in complete}
+    assert {n: after[n] for n in before} == before  # kept, not redone
+    others = [t for t in study.trials if t.state != optuna.trial.TrialState.COMPLETE]
+    assert len(others) <= 1 and all(t.state == optuna.trial.TrialState.RUNNING for t in others)
+    assert len(study.trials) == n_trials + len(others)
+    assert params == search_space("tree", optuna.trial.FixedTrial(study.best_trial.params))
+    assert study.best_value == max(v for _, v in after.values())

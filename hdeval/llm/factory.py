@@ -34,4 +34,5 @@ def make_backend(config: LLMConfig) -> LLMBackend:
         device=config.device,
         max_batch=config.max_batch,
         min_digit_mass=config.min_digit_mass,
+        max_context=config.max_context,
     )

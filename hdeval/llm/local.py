@@ -8,6 +8,10 @@ the vocabulary projection is applied only to the positions whose logits are need
 
 Segments are tokenised separately and concatenated, so a boundary must not split a token: every
 prompt template ends its segments with a newline and starts the next with a non-space character.
+
+The context length is the model's ``max_position_embeddings``, or ``max_context`` if smaller; the
+scorer fits prompts to it (:mod:`hdeval.truncation`), and a longer prompt is refused with
+:class:`~hdeval.truncation.ContextOverflow` before it reaches the model.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from hdeval.embedded import MANIFEST, sha256_file
 from hdeval.errors import ConfigError
 from hdeval.llm.digits import DEFAULT_MIN_MASS
 from hdeval.llm.types import SCORE_DIGITS, DigitScore, LogLikelihood
+from hdeval.truncation import ContextOverflow
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +98,7 @@ class TransformersBackend:
         prefix_cache_size: int = 4,
         min_digit_mass: float = DEFAULT_MIN_MASS,
         threads: int | None = None,
+        max_context: int | None = None,
     ) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -111,6 +117,8 @@ class TransformersBackend:
         self.model.to(self.device).eval()
         self.max_batch = max_batch
         self.min_digit_mass = min_digit_mass
+        model_context = getattr(self.model.config, "max_position_embeddings", None)
+        self.max_context = min(filter(None, (max_context, model_context)), default=None)
         self.identity = (
             f"transformers:{path.name}:{weights_fingerprint(path)[:16]}:{str(self.dtype)[6:]}"
         )
@@ -144,6 +152,24 @@ class TransformersBackend:
                 raise ConfigError(f"the tokenizer splits score digit {digit!r}; use another model")
             ids.append(encoded[0])
         return ids
+
+    def tokenize(self, text: str) -> list[int]:
+        return self._encode(text)
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(ids))
+
+    def prompt_tokens(self, segments: Sequence[str], suffix: str, continuation: str = "") -> int:
+        """Length of a request as this backend lays it out (every part tokenised on its own)."""
+        parts = [*segments, suffix, continuation]
+        return len(self._head_ids) + len(self._tail_ids) + sum(len(self._encode(p)) for p in parts)
+
+    def _check_context(self, n_tokens: int) -> None:
+        if self.max_context and n_tokens > self.max_context:
+            raise ContextOverflow(
+                f"a prompt of {n_tokens} tokens exceeds the judge's context of {self.max_context} "
+                "tokens; hdeval.truncation.fit_to_context cuts prompts to fit"
+            )
 
     def render(self, segments: Sequence[str], suffix: str) -> str:
         """The whole prompt text as the model sees it (for tests and debugging)."""
@@ -182,6 +208,7 @@ class TransformersBackend:
 
         if cache is None:
             cache = DynamicCache(config=self.model.config)
+        self._check_context(past + len(new_ids))
         if new_ids:
             input_ids = torch.tensor([list(new_ids)], device=self.device)
             self.model.get_decoder()(
@@ -210,6 +237,7 @@ class TransformersBackend:
     ) -> list[torch.Tensor]:
         """Final hidden states at ``positions`` of each suffix row, one batch over ``cache``."""
         width = max(len(r) for r in rows)
+        self._check_context(past + width)
         batch = len(rows)
         input_ids = torch.full((batch, width), self._pad_id, dtype=torch.long, device=self.device)
         mask = torch.zeros((batch, past + width), dtype=torch.long, device=self.device)
@@ -308,6 +336,9 @@ class TransformersBackend:
     @torch.inference_mode()
     def generate(self, prompt: str, max_new_tokens: int = 512) -> str:
         ids = self._head_ids + self._encode(prompt) + self._tail_ids
+        self._check_context(len(ids) + 1)
+        if self.max_context:
+            max_new_tokens = min(max_new_tokens, self.max_context - len(ids))
         input_ids = torch.tensor([ids], device=self.device)
         output = self.model.generate(
             input_ids,

@@ -4,7 +4,8 @@ Each criterion suffix is one chat completion of a single token with ``logprobs``
 distribution is read from the first token's ``top_logprobs``. Requests run on a bounded thread
 pool and the ``openai`` client retries 408/409/429/5xx replies, timeouts and connection errors
 with exponential backoff. An item that still fails, or whose reply cannot be read as a score,
-becomes a :class:`DigitScore` failure with the reason; no score is ever invented.
+becomes a :class:`DigitScore` failure with the reason; no score is ever invented. A prompt longer
+than the server's context is refused by the server (HTTP 400, not retried) and recorded as such.
 
 The API key is read from an environment variable only, and is scrubbed from every failure reason
 and error message this module produces.
@@ -15,6 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -30,6 +32,8 @@ log = logging.getLogger(__name__)
 PLACEHOLDER_API_KEY = "not-needed"
 _MAX_DETAIL = 300
 _RETRIED_STATUS = frozenset({408, 409, 429})  # and every 5xx, as the openai client does
+# How OpenAI, vLLM, llama.cpp and llama-cpp-python word a prompt that exceeds the context.
+_CONTEXT_ERROR = re.compile(r"context (length|window|size)", re.IGNORECASE)
 
 
 class OpenAICompatibleBackend:
@@ -132,6 +136,8 @@ class OpenAICompatibleBackend:
             if status not in _RETRIED_STATUS and status < 500:
                 retried = "(not retried)"
             detail = f"HTTP {status} ({name}) {retried}: {exc.message}"
+            if exc.code == "context_length_exceeded" or _CONTEXT_ERROR.search(exc.message):
+                detail = f"prompt longer than the server's context: {detail}"
         elif isinstance(exc, openai.APITimeoutError):
             detail = f"{name}: no reply within {self.timeout}s, {retried}"
         elif isinstance(exc, openai.APIConnectionError):

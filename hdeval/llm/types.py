@@ -88,3 +88,19 @@ class LLMBackend(Protocol):
     def generate(self, prompt: str, max_new_tokens: int = 512) -> str:
         """Greedy reply to one user message."""
         ...
+
+
+@runtime_checkable
+class ContextLimited(Protocol):
+    """A backend that knows its context length and tokenizer, so prompts can be fitted to it
+    (see :mod:`hdeval.truncation`). ``max_context`` None means no known limit."""
+
+    max_context: int | None
+
+    def tokenize(self, text: str) -> list[int]: ...
+
+    def detokenize(self, ids: Sequence[int]) -> str: ...
+
+    def prompt_tokens(self, segments: Sequence[str], suffix: str, continuation: str = "") -> int:
+        """Length in tokens of ``segments + suffix`` as a request, plus ``continuation``."""
+        ...
