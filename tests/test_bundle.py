@@ -17,6 +17,7 @@ from hdeval.atomic_dir import staged_dir
 from hdeval.errors import HDEvalError
 from hdeval.evaluator import Evaluator
 from tests import export_worker
+from tests.processes import start_worker
 
 REPO = Path(__file__).resolve().parents[1]
 N_EXPORTS = 8
@@ -54,13 +55,8 @@ def test_kill_minus_nine_during_export_leaves_previous_or_new_bundle(fitted, tmp
     export_worker.export(path, -1, pipeline, X)
     current, delay, kills = -1, 0.0, 0
     while True:
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "tests.export_worker", str(path), str(N_EXPORTS)],
-            cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+        worker = start_worker(
+            "export_worker", str(path), str(N_EXPORTS), stdout=subprocess.PIPE, text=True
         )
         assert worker.stdout.readline() == "ready\n", worker.stderr.read()[-2000:]
         time.sleep(delay)

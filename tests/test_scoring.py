@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 import math
-import os
-import signal
 import sqlite3
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +11,7 @@ import pytest
 from hdeval.cache import ResultCache
 from hdeval.criteria import CriteriaTree, Criterion
 from hdeval.scoring import UNCONDITIONED, CriterionScorer
+from tests.processes import kill_when, start_worker
 
 REPO = Path(__file__).resolve().parents[1]
 ASPECTS = ["coherence", "consistency", "fluency", "relevance"]
@@ -93,20 +89,8 @@ def _stored(path: Path) -> int:
 def test_resume_after_kill_minus_nine_loses_no_completed_score(embedded_backend, samples, tmp_path):
     path = tmp_path / "cache.sqlite"
     n_samples = 6
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "tests.scoring_worker", str(path), str(n_samples)],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 300
-    while _stored(path) < 4 and worker.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert worker.poll() is None, worker.stderr.read().decode()[-2000:]
-    os.kill(worker.pid, signal.SIGKILL)
-    worker.wait()
+    worker = start_worker("scoring_worker", str(path), str(n_samples))
+    kill_when(worker, lambda: _stored(path) >= 4)
     stored = _stored(path)
     assert 4 <= stored < 2 * n_samples
 

@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 import logging
-import os
-import signal
 import sqlite3
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +14,7 @@ import pytest
 from hdeval.aggregators import search_space
 from hdeval.errors import ConfigError
 from hdeval.tuning import completed_trials, cv_score, mean_pearson, open_study, tune
+from tests.processes import kill_when, start_worker
 
 
 def synthetic(n_docs: int = 20, per_doc: int = 6, seed: int = 0):
@@ -145,19 +141,8 @@ def test_kill_minus_nine_mid_study_then_resume(tmp_path) -> None:
     """A tuning process killed with SIGKILL mid-study: the next run keeps its completed trials."""
     path = tmp_path / "study.sqlite"
     n_trials = 30
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "tests.tuning_worker", str(path), str(n_trials)],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 300
-    while _completed_in_sqlite(path) < 3 and worker.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert worker.poll() is None, worker.stderr.read().decode()[-2000:]
-    os.kill(worker.pid, signal.SIGKILL)
-    worker.wait()
+    worker = start_worker("tuning_worker", str(path), str(n_trials))
+    kill_when(worker, lambda: _completed_in_sqlite(path) >= 3)
 
     study = open_study(path, "killed")
     before = {
