@@ -258,12 +258,16 @@ class TransformersBackend:
         self.stats["suffix_tokens"] += sum(len(r) for r in rows)
         return [hidden[i, list(pos)] for i, pos in enumerate(positions)]
 
-    def _logprobs(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Log-probabilities over the vocabulary, projected in fp32.
+    def _logprobs(self, hidden: torch.Tensor, exact: bool = False) -> torch.Tensor:
+        """Log-probabilities over the vocabulary; ``exact`` projects in fp32.
 
-        In bf16 the logits themselves would be rounded to ~3 significant digits, which moves an
-        expected 1-5 score by a few hundredths; the projection is cheap next to the decoder.
+        In bf16 the logits are rounded to ~3 significant digits, which moves an expected 1-5
+        score by a few hundredths: digit scores (one position each) are projected exactly. A
+        likelihood averages its tokens' rounding away, and there the projection of every
+        position of the text in fp32 would cost more than the decoder.
         """
+        if not exact or hidden.dtype == torch.float32:
+            return torch.log_softmax(self.model.get_output_embeddings()(hidden).float(), dim=-1)
         if self._head_fp32 is None:
             head = self.model.get_output_embeddings()
             self._head_fp32 = (
@@ -286,7 +290,7 @@ class TransformersBackend:
             rows = [self._encode(suffixes[i]) + self._tail_ids for i in chunk]
             hidden = self._suffix_hidden(cache, past, rows, [[len(r) - 1] for r in rows])
             for h in hidden:
-                results.append(self._digit_score(self._logprobs(h)[0]))
+                results.append(self._digit_score(self._logprobs(h, exact=True)[0]))
         return results
 
     def _digit_score(self, logprobs: torch.Tensor) -> DigitScore:
@@ -364,7 +368,7 @@ class TransformersBackend:
         for suffix in suffixes:
             ids = self._encode(self.render(segments, suffix))
             hidden = self._hidden(ids)[-1:]
-            results.append(self._digit_score(self._logprobs(hidden)[0]))
+            results.append(self._digit_score(self._logprobs(hidden, exact=True)[0]))
         return results
 
     @torch.inference_mode()
