@@ -210,8 +210,8 @@ class OpenAICompatibleBackend:
         raise UnsupportedError(
             "the OpenAI-compatible backend cannot compute log-likelihoods: chat endpoints do not "
             "return log-probabilities of a given reply, and llama.cpp's /v1/completions echo "
-            "log-probabilities are shifted by one token in 0.3.x; use the local backend "
-            "(llm.backend: local) for likelihood scoring"
+            "log-probabilities are shifted by one token in 0.3.x; score likelihood with a local "
+            "backend (llm.backend: embedded or transformers), or set hierarchy.modes: [prompt]"
         )
 
     def generate(self, prompt: str, max_new_tokens: int = 512) -> str:
