@@ -1,7 +1,9 @@
 """White-box aggregators: criterion scores (features) -> human scores (one output per aspect).
 
 HD-Eval (Appendix C.3) uses scikit-learn's linear regression, decision tree, random forest and a
-shallow 3-layer ReLU MLP. Each is wrapped in a :class:`~sklearn.pipeline.Pipeline` that first
+shallow 3-layer ReLU MLP. Our linear regression is ridge regression (ordinary least squares as
+``alpha`` -> 0): a few hundred labelled texts and dozens of correlated criterion scores make plain
+least squares fit noise. Each is wrapped in a :class:`~sklearn.pipeline.Pipeline` that first
 imputes missing criterion scores with the training median (a failed LLM score arrives as NaN) and,
 for the models that depend on feature scale, standardises them. All four are multi-output
 natively, so one pipeline predicts every aspect at once.
@@ -20,7 +22,7 @@ import numpy as np
 import pandas as pd
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.impute import SimpleImputer
-from sklearn.linear_model import LinearRegression
+from sklearn.linear_model import Ridge
 from sklearn.neural_network import MLPRegressor
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
@@ -29,6 +31,9 @@ from sklearn.tree import DecisionTreeRegressor
 from hdeval.errors import ConfigError
 
 KINDS: tuple[str, ...] = ("linear", "tree", "forest", "mlp")
+
+#: Defaults of the linear aggregator: ridge penalty on standardised criterion scores.
+LINEAR_DEFAULTS: dict[str, Any] = {"alpha": 10.0}
 
 #: Defaults of the MLP: two hidden ReLU layers (input -> hidden -> hidden -> output).
 MLP_DEFAULTS: dict[str, Any] = {
@@ -49,7 +54,7 @@ def _check_kind(kind: str) -> None:
 def _model(kind: str, random_state: int, params: dict[str, Any]):
     """The final estimator of a pipeline, with ``params`` on top of the defaults."""
     if kind == "linear":
-        return LinearRegression(**params)
+        return Ridge(**{**LINEAR_DEFAULTS, **params})
     if kind == "tree":
         return DecisionTreeRegressor(random_state=random_state, **params)
     if kind == "forest":
@@ -60,8 +65,9 @@ def _model(kind: str, random_state: int, params: dict[str, Any]):
 def make_aggregator(kind: str, random_state: int = 0, **params: Any) -> Pipeline:
     """An unfitted pipeline ``impute(median) [-> scale] -> model`` for an aggregator ``kind``.
 
-    ``kind`` is one of "linear", "tree", "forest" (scikit-learn defaults, as in the paper) or "mlp"
-    (two hidden ReLU layers, see :data:`MLP_DEFAULTS`). ``params`` go to the final estimator.
+    ``kind`` is one of "linear" (ridge, see :data:`LINEAR_DEFAULTS`), "tree", "forest"
+    (scikit-learn defaults, as in the paper) or "mlp" (two hidden ReLU layers, see
+    :data:`MLP_DEFAULTS`). ``params`` go to the final estimator.
     Trees and forests are scale-invariant and get no scaler. The steps are named "impute",
     "scale" and "model". A column with no observed value at all (a criterion whose every score
     failed) is kept and imputed with 0, so the feature count never changes.
@@ -80,7 +86,8 @@ def search_space(kind: str, trial) -> dict[str, Any]:
 
     Ranges:
 
-    - linear: ``positive`` in {False, True} (non-negative weights on the criteria).
+    - linear: ``alpha`` 1e-3..1e3 (log), ``positive`` in {False, True} (non-negative weights on
+      the criteria).
     - tree: ``max_depth`` 2..12, ``min_samples_leaf`` 1..50 (log), ``max_features`` 0.3..1.0.
     - forest: ``n_estimators`` 50..400 (log), ``max_depth`` 2..16, ``min_samples_leaf`` 1..20
       (log), ``max_features`` 0.2..1.0.
@@ -91,7 +98,10 @@ def search_space(kind: str, trial) -> dict[str, Any]:
     """
     _check_kind(kind)
     if kind == "linear":
-        return {"positive": trial.suggest_categorical("positive", [False, True])}
+        return {
+            "alpha": trial.suggest_float("alpha", 1e-3, 1e3, log=True),
+            "positive": trial.suggest_categorical("positive", [False, True]),
+        }
     if kind == "tree":
         return {
             "max_depth": trial.suggest_int("max_depth", 2, 12),

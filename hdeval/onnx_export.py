@@ -6,7 +6,7 @@ linear models and MLPs within about 1e-12 of scikit-learn; trees use scikit-lear
 thresholds and leaf values (ai.onnx.ml opset 3 tensor attributes) and are off only by one final
 float32 rounding (about 1e-7 relative).
 
-skl2onnx converts StandardScaler and LinearRegression as they are. Four converters are replaced
+skl2onnx converts StandardScaler and Ridge as they are. Four converters are replaced
 here, per call and without touching skl2onnx's global registry: MLPRegressor (skl2onnx flattens
 multi-output predictions to one column), DecisionTreeRegressor and RandomForestRegressor (see
 :func:`_convert_tree_regressor`), and SimpleImputer (onnxruntime's Imputer operator has no
