@@ -193,16 +193,27 @@ def _check_severity(severity: str) -> Severity:
 # --------------------------------------------------------------------------- rule-based
 
 
-class CharacterDeletion(Perturbation):
+class CountedPerturbation(Perturbation):
+    """A rule perturbation that changes ``k`` units of the text, ``k`` set by its severity."""
+
+    prefix: ClassVar[str]
+    #: ``k`` of the minor and of the major degree when none is given.
+    default_k: ClassVar[tuple[int, int]]
+
+    def __init__(self, severity: Severity = "minor", k: int | None = None) -> None:
+        self.severity = _check_severity(severity)
+        self.k = k if k is not None else self.default_k[severity == "major"]
+        self.name = f"{self.prefix}_{severity}"
+
+
+class CharacterDeletion(CountedPerturbation):
     """Delete ``k`` randomly chosen alphanumeric characters (DHP: k=10 minor, 50 major)."""
 
     level: Level = "character"
     description = "Delete k alphanumeric characters at random."
 
-    def __init__(self, severity: Severity = "minor", k: int | None = None) -> None:
-        self.severity = _check_severity(severity)
-        self.k = k if k is not None else (10 if severity == "minor" else 50)
-        self.name = f"deletion_{severity}"
+    prefix = "deletion"
+    default_k = (10, 50)
 
     def apply(
         self,
@@ -219,7 +230,7 @@ class CharacterDeletion(Perturbation):
         return checked(text, "".join(ch for i, ch in enumerate(text) if i not in drop))
 
 
-class WordDeletion(Perturbation):
+class WordDeletion(CountedPerturbation):
     """Delete ``k`` consecutive words at a random position (DHP translation: k=5 minor, 25 major).
 
     Words are whitespace-separated tokens; the result joins the kept words with single spaces.
@@ -228,10 +239,8 @@ class WordDeletion(Perturbation):
     level: Level = "word"
     description = "Delete k consecutive words at a random position."
 
-    def __init__(self, severity: Severity = "minor", k: int | None = None) -> None:
-        self.severity = _check_severity(severity)
-        self.k = k if k is not None else (5 if severity == "minor" else 25)
-        self.name = f"word_deletion_{severity}"
+    prefix = "word_deletion"
+    default_k = (5, 25)
 
     def apply(
         self,
@@ -260,7 +269,7 @@ _TYPO_METHODS = (
 )
 
 
-class RandomTypos(Perturbation):
+class RandomTypos(CountedPerturbation):
     """Add ``k`` typographical errors with the ``typo`` package (DHP: k=10 minor, 50 major).
 
     Each error is one ``typo.StrErrer`` method chosen at random. ``typo`` reseeds Python's global
@@ -270,10 +279,8 @@ class RandomTypos(Perturbation):
     level: Level = "character"
     description = "Add k random typographical errors with the typo package."
 
-    def __init__(self, severity: Severity = "minor", k: int | None = None) -> None:
-        self.severity = _check_severity(severity)
-        self.k = k if k is not None else (10 if severity == "minor" else 50)
-        self.name = f"typo_{severity}"
+    prefix = "typo"
+    default_k = (10, 50)
 
     def apply(
         self,
