@@ -115,6 +115,22 @@ def summary(results: Mapping[str, DHPResult], params: DHPParams) -> dict:
     }
 
 
+DHP_FIGURES = ("D_avg", "D_min", "D_avg_ew", "D_min_ew")
+
+
+def dhp_markdown(figures: Mapping[str, Mapping]) -> str:
+    """A markdown table of :func:`summary` figures: a row per scorer."""
+    lines = [
+        "| scorer | texts | D_avg | D_min | D_avg^EW | D_min^EW | not discerned |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for name, row in figures.items():
+        cells = ["-" if row[k] is None else f"{row[k]:.2f}" for k in DHP_FIGURES]
+        failed = ", ".join(row["failed"]) or "none"
+        lines.append(f"| {name} | {row['n_texts']} | " + " | ".join(cells) + f" | {failed} |")
+    return "\n".join(lines) + "\n"
+
+
 def _finite(value: float) -> float | None:
     return None if value != value or value in (float("inf"), float("-inf")) else float(value)
 

@@ -282,19 +282,41 @@ def compare_command(
     bootstrap: Annotated[int, typer.Option(help="Document bootstrap draws for CIs.")] = 200,
     markdown: Annotated[Path | None, typer.Option(help="Also write the table here.")] = None,
     csv: Annotated[Path | None, typer.Option(help="Also write every figure as CSV.")] = None,
+    dhp: Annotated[
+        Path | None,
+        typer.Option(help="Also run DHP on every scorer, writing its tables and charts here."),
+    ] = None,
+    dhp_texts: Annotated[int, typer.Option(help="Reference texts DHP perturbs.")] = 5,
 ) -> None:
     """Agreement with human scores of HD-Eval and the baselines, on the same rows and judge."""
     from hdeval.baselines import compare, render_markdown, render_rich
     from hdeval.data import load_labels
 
-    scorers, chosen, _, _ = _text_scorers(scorer, model, criteria, aspects, params)
+    scorers, chosen, _, cache = _text_scorers(scorer, model, criteria, aspects, params)
     labels = load_labels(data, chosen, score_range=(float("-inf"), float("inf")))
     table = compare(scorers, labels.samples, labels.targets, n_boot=bootstrap)
     Console().print(render_rich(table, levels=("dataset", "summary", "system")))
+    text = render_markdown(table)
+    if dhp:
+        from hdeval.acceptance import DHPParams, dhp_markdown, dhp_samples, run_suite, summary
+
+        settings = DHPParams(n_texts=dhp_texts)
+        results = run_suite(scorers, dhp_samples(labels, settings), settings, None, cache, dhp)
+        figures = summary(results, settings)
+        _print_dhp(figures)
+        text += "\n" + dhp_markdown(figures)
     if markdown:
-        markdown.write_text(render_markdown(table))
+        markdown.write_text(text)
     if csv:
         table.to_csv(csv, index=False)
+
+
+def _print_dhp(figures: dict) -> None:
+    for name, row in figures.items():
+        console.print(
+            f"{name}: D_avg {row['D_avg']}, D_min {row['D_min']}, D_avg^EW {row['D_avg_ew']}, "
+            f"D_min^EW {row['D_min_ew']}; not discerned: {', '.join(row['failed']) or 'none'}"
+        )
 
 
 @app.command("dhp")
@@ -340,11 +362,7 @@ def dhp_command(
     results = run_suite(scorers, dhp_samples(labels, settings), settings, perturber, cache, out)
     figures = summary(results, settings)
     (out / "summary.json").write_text(json.dumps(figures, indent=2) + "\n")
-    for name, row in figures.items():
-        console.print(
-            f"{name}: D_avg {row['D_avg']}, D_min {row['D_min']}, D_avg^EW {row['D_avg_ew']}, "
-            f"D_min^EW {row['D_min_ew']}; not discerned: {', '.join(row['failed']) or 'none'}"
-        )
+    _print_dhp(figures)
     try:
         console.print(gate(results[scorers[0].name], settings))
     except AcceptanceError as exc:

@@ -50,13 +50,23 @@ def test_compare_prints_one_table_of_every_scorer(labels, tmp_path):
             "table.csv",
             "--markdown",
             "table.md",
+            "--dhp",
+            "dhp",
+            "--dhp-texts",
+            "2",
         ],
         tmp_path,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     table = (tmp_path / "table.csv").read_text()
     assert "direct-prompt" in table and "rouge:rouge1" in table
-    assert "| direct-prompt | dataset | pearson | 6 |" in (tmp_path / "table.md").read_text()
+    markdown = (tmp_path / "table.md").read_text()
+    assert "| direct-prompt | dataset | pearson | 6 |" in markdown
+    # DHP of every scorer on the same perturbed texts, in the same report
+    assert "| scorer | texts | D_avg | D_min | D_avg^EW | D_min^EW | not discerned |" in markdown
+    assert "| direct-prompt | 2 |" in markdown and "| rouge | 2 |" in markdown
+    assert (tmp_path / "dhp" / "rouge.csv").is_file()
+    assert "direct-prompt: D_avg" in done.stderr
 
 
 def test_dhp_writes_table_chart_and_refuses_with_fail(labels, tmp_path):
