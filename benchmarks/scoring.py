@@ -1,9 +1,10 @@
-"""Scoring cost on the embedded judge: naive full prompts vs cached prefix vs batched suffixes.
+"""Scoring cost on the embedded judge: naive full prompts vs cached prefix vs packed suffixes.
 
 For one SummEval sample and 20 criteria it prints seconds per criterion of
   naive      - every criterion prompt run whole, nothing shared;
   sequential - the sample's KV cache computed once, criterion suffixes run one by one;
-  batched    - the sample's KV cache computed once, all suffixes in one batch;
+  packed     - the sample's KV cache computed once, the suffixes packed into sequences of
+               ``pack_tokens`` tokens with a block-causal mask;
 the same for likelihood mode (instruction + text), and the speed-ups. Figures only, no asserts.
 
     python benchmarks/scoring.py [--naive-criteria 5]
@@ -88,20 +89,20 @@ def main() -> None:
     cold_prefix()
     sequential = timed(lambda: [backend.digit_scores(segments, [s]) for s in suffixes]) / n
     cold_prefix()
-    batched_total = timed(lambda: backend.digit_scores(segments, suffixes))
+    packed_total = timed(lambda: backend.digit_scores(segments, suffixes))
     marginal = timed(lambda: backend.digit_scores(segments, suffixes)) / n
-    batched = batched_total / n
+    packed = packed_total / n
 
     print("\n[prompt mode] seconds per criterion (20 criteria, one sample)")
     print(f"  naive full prompt        {naive:7.3f}   (timed on {k} criteria)")
     print(f"  sequential cached prefix {sequential:7.3f}   speed-up {naive / sequential:5.1f}x")
-    print(f"  batched suffixes         {batched:7.3f}   speed-up {naive / batched:5.1f}x")
-    print(f"  marginal criterion (prefix already cached, batched) {marginal:7.3f}")
+    print(f"  packed suffixes          {packed:7.3f}   speed-up {naive / packed:5.1f}x")
+    print(f"  marginal criterion (prefix already cached, packed) {marginal:7.3f}")
     full_tokens = len(backend._encode(backend.render(segments, suffixes[0])))
     suffix_tokens = sum(len(backend._encode(s)) for s in suffixes)
     print(
         f"  prefill rate: naive {full_tokens / naive:6.0f} tokens/s (one {full_tokens}-token "
-        f"prompt); batched suffixes {suffix_tokens / (marginal * n):6.0f} tokens/s"
+        f"prompt); packed suffixes {suffix_tokens / (marginal * n):6.0f} tokens/s"
     )
 
     instructions = [likelihood_instruction(TASK, c, tree.parent(c)) for c in leaves]
@@ -109,18 +110,18 @@ def main() -> None:
     source = segments[:1]
     naive_lik = timed(lambda: backend.loglikelihoods_full(source, items[:k])) / k
     cold_prefix()
-    batched_lik_total = timed(lambda: backend.loglikelihoods(source, items))
+    packed_lik_total = timed(lambda: backend.loglikelihoods(source, items))
     marginal_lik = timed(lambda: backend.loglikelihoods(source, items)) / n
     print("\n[likelihood mode] seconds per criterion (20 criteria, one sample)")
     print(f"  naive full prompt        {naive_lik:7.3f}   (timed on {k} criteria)")
     print(
-        f"  batched, document cached {batched_lik_total / n:7.3f}   "
-        f"speed-up {naive_lik * n / batched_lik_total:5.1f}x"
+        f"  packed, document cached  {packed_lik_total / n:7.3f}   "
+        f"speed-up {naive_lik * n / packed_lik_total:5.1f}x"
     )
     print(f"  marginal criterion       {marginal_lik:7.3f}")
     print("\n[per row] seconds for one sample on all 20 criteria")
-    print(f"  prompt naive {naive * n:6.2f}  batched {batched_total:6.2f}")
-    print(f"  likelihood naive {naive_lik * n:6.2f}  batched {batched_lik_total:6.2f}")
+    print(f"  prompt naive {naive * n:6.2f}  packed {packed_total:6.2f}")
+    print(f"  likelihood naive {naive_lik * n:6.2f}  packed {packed_lik_total:6.2f}")
 
 
 if __name__ == "__main__":

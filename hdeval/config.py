@@ -32,7 +32,7 @@ class LLMConfig(BaseModel):
     api_key_env: str = "OPENAI_API_KEY"
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
     device: str = "cpu"
-    max_batch: int = Field(32, ge=1)
+    pack_tokens: int = Field(256, ge=1)
     concurrency: int = Field(4, ge=1)
     timeout: float = Field(120.0, gt=0)
     max_retries: int = Field(5, ge=0)

@@ -13,7 +13,6 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import platformdirs
 
+from hdeval.atomic_dir import staged_dir
 from hdeval.errors import ModelIntegrityError
 
 log = logging.getLogger(__name__)
@@ -167,25 +167,21 @@ def convert_gguf_to_safetensors(gguf: Path, out_dir: Path, source_sha256: str, n
     from safetensors.torch import save_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tmp = out_dir.with_name(out_dir.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(
         gguf.parent, gguf_file=gguf.name, dtype=torch.bfloat16
     )
-    tokenizer.save_pretrained(tmp)
     config = model.config.to_dict()
     config.pop("quantization_config", None)
     config["dtype"] = "bfloat16"
     config["architectures"] = [type(model).__name__]
-    (tmp / "config.json").write_text(json.dumps(config, indent=2))
-    model.generation_config.save_pretrained(tmp)
-    save_model(model, str(tmp / "model.safetensors"))
-    manifest = {"name": name, "source_sha256": source_sha256, "dtype": "bfloat16"}
-    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
-    shutil.rmtree(out_dir, ignore_errors=True)
-    tmp.replace(out_dir)
+    with staged_dir(out_dir) as tmp:  # a killed pull never leaves a half-written directory
+        tokenizer.save_pretrained(tmp)
+        (tmp / "config.json").write_text(json.dumps(config, indent=2))
+        model.generation_config.save_pretrained(tmp)
+        save_model(model, str(tmp / "model.safetensors"))
+        manifest = {"name": name, "source_sha256": source_sha256, "dtype": "bfloat16"}
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
 
 
 def pull(model: EmbeddedModel = QWEN_05B, force: bool = False) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping
 
 import pandas as pd
@@ -44,14 +45,18 @@ def baseline_summary(table: pd.DataFrame) -> dict:
     return out
 
 
-def llm_totals(stages: Mapping[str, Mapping[str, float]]) -> dict:
-    """LLM calls and cache hits summed over the stages, and the overall hit rate."""
+def llm_totals(stages: Mapping[str, Mapping]) -> dict:
+    """LLM calls, cache hits and model tokens summed over the stages, and the overall hit rate."""
     calls = sum(int(s["llm_calls"]) for s in stages.values())
     hits = sum(int(s["cache_hits"]) for s in stages.values())
+    tokens: Counter[str] = Counter()
+    for stage in stages.values():
+        tokens.update(stage["tokens"])
     return {
         "llm_calls": calls,
         "cache_hits": hits,
         "cache_hit_rate": hits / (calls + hits) if calls + hits else 1.0,
+        "tokens": dict(tokens),
     }
 
 
@@ -95,12 +100,14 @@ def results_markdown(table: pd.DataFrame, dhp: Mapping[str, Mapping], metrics: M
         lines.append(f"| {label} | {n} | " + " | ".join(cells + _dhp_cells(name, dhp)) + " |")
     rows = metrics.get("rows", {})
     llm = metrics.get("llm", {})
+    tokens = llm.get("tokens", {})
     lines += [
         "",
         f"Held-out rows: {rows.get('test')} (training rows: {rows.get('train')}); correlations "
         "averaged over the aspects, 95 % CIs from a document bootstrap. DHP: discernment "
         "D = log_0.05(p) with expert weights (>= 1 means discerned at p < 0.05).",
         f"Judge: `{llm.get('identity')}`; LLM calls {llm.get('llm_calls')}, cache hits "
-        f"{llm.get('cache_hits')}.",
+        f"{llm.get('cache_hits')}, prompt tokens {tokens.get('prompt')} (+ {tokens.get('reused')} "
+        f"reused from a KV cache), generated tokens {tokens.get('completion')}.",
     ]
     return "\n".join(lines) + "\n"

@@ -19,6 +19,7 @@ from hdeval.config import load_yaml_model
 from hdeval.criteria import CriteriaTree
 from hdeval.data import LabelledData, load_labels, save_labels
 from hdeval.errors import ConfigError
+from hdeval.llm.types import LLMBackend
 from hdeval.workflow import (
     TrainConfig,
     ablation_predictions,
@@ -69,12 +70,14 @@ def _llm(cfg: TrainConfig):
     return make_backend(cfg.llm), ResultCache()
 
 
-def _cost(cache: ResultCache) -> dict:
+def _cost(cache: ResultCache, backend: LLMBackend) -> dict:
+    """What a stage asked of the judge: result-cache misses (LLM calls), hits and model tokens."""
     total = cache.hits + cache.misses
     return {
         "llm_calls": cache.misses,
         "cache_hits": cache.hits,
         "cache_hit_rate": cache.hits / total if total else 1.0,
+        "tokens": backend.tokens.to_dict(),
     }
 
 
@@ -137,7 +140,7 @@ def layer(number: int) -> None:
         out / "report.json",
         {
             **report.to_dict(),
-            **_cost(cache),
+            **_cost(cache, backend),
             "failed_scores": len(run.failures),
             "truncated_samples": run.truncated_samples,
             "not_decomposed": leaves,
@@ -223,7 +226,7 @@ def evaluate() -> None:
                 "truncated_samples": len({t.sample_id for t in scores.truncations}),
                 "stages": {
                     **{f"layer@{r['layer']}": _stage_cost(r) for r in layers},
-                    "evaluate": _cost(cache),
+                    "evaluate": _cost(cache, backend),
                 },
             },
             "rows": {"train": len(train_data), "test": len(test)},
@@ -235,7 +238,7 @@ def evaluate() -> None:
 
 
 def _stage_cost(report: dict) -> dict:
-    return {k: report[k] for k in ("llm_calls", "cache_hits", "cache_hit_rate")}
+    return {k: report[k] for k in ("llm_calls", "cache_hits", "cache_hit_rate", "tokens")}
 
 
 def _write_plots(predicted: pd.DataFrame, test: LabelledData, layers: list[dict]) -> None:
@@ -306,7 +309,7 @@ def baselines() -> None:
     (out / "compare.md").write_text(
         render_markdown(table, levels=("dataset", "summary"), correlations=("pearson", "spearman"))
     )
-    _write_json(out / "cost.json", _cost(cache))
+    _write_json(out / "cost.json", _cost(cache, backend))
     print(f"comparison of {table['scorer'].nunique()} scorers written to {out / 'compare.md'}")
 
 
@@ -333,7 +336,10 @@ def dhp() -> None:
         perturber = make_backend(params.perturber) if params.perturber else backend
     out = _fresh(DHP)
     results = run_suite(scorers, dhp_samples(data, params), params, perturber, cache, out)
-    _write_json(out / "summary.json", {"scorers": summary(results, params), "llm": _cost(cache)})
+    cost = _cost(cache, backend)
+    if perturber is not None and perturber is not backend:
+        cost["perturber_tokens"] = perturber.tokens.to_dict()
+    _write_json(out / "summary.json", {"scorers": summary(results, params), "llm": cost})
     print(gate(results[scorers[0].name], params))
 
 

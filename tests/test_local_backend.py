@@ -61,15 +61,35 @@ def _cached_vs_full(backend, rows) -> list[float]:
     return diffs
 
 
-def test_batched_prefix_cache_matches_full_recompute(fp32_backend, summeval_rows):
+def test_packing_suffixes_together_or_apart_gives_the_same_scores(fp32_backend, summeval_rows):
+    """Rows of different lengths packed into one pass see exactly what they see one per pass."""
+    row = summeval_rows[0]
+    segments = prompt_segments(TASK, row["source"], row["output"])
+    lengths = [len(fp32_backend.tokenize(s)) for s in _suffixes()]
+    assert len(set(lengths)) > 1
+    default = fp32_backend.pack_tokens
+    try:
+        fp32_backend.pack_tokens = 10**6
+        assert len(fp32_backend._packs(lengths)) == 1
+        together = fp32_backend.digit_scores(segments, _suffixes())
+        fp32_backend.pack_tokens = 1
+        assert len(fp32_backend._packs(lengths)) == len(lengths)
+        apart = fp32_backend.digit_scores(segments, _suffixes())
+    finally:
+        fp32_backend.pack_tokens = default
+    for a, b in zip(together, apart, strict=True):
+        assert a.probs == pytest.approx(b.probs, abs=1e-4)
+
+
+def test_packed_prefix_cache_matches_full_recompute(fp32_backend, summeval_rows):
     """Two texts of one document: the document's KV is reused, the result matches a cold run."""
     diffs = _cached_vs_full(fp32_backend, summeval_rows[:2])
     assert max(diffs) <= 0.02
-    assert fp32_backend.stats["prefix_hits"] >= 1
+    assert fp32_backend.tokens.reused > 0
 
 
 def test_prefix_cache_in_bf16_stays_within_rounding_noise(embedded_dir, summeval_rows):
-    """bf16 rounds every activation, so a batched pass and a whole-prompt pass differ a little
+    """bf16 rounds every activation, so a packed pass and a whole-prompt pass differ a little
     (each is also ~0.02 from fp32): on average they must still agree within 0.02."""
     from hdeval.llm.local import TransformersBackend
 
@@ -118,6 +138,10 @@ def test_non_digit_reply_is_a_failure_not_a_score(embedded_backend, summeval_row
     assert "digit mass" in score.failure and "top reply tokens" in score.failure
 
 
-def test_generate_returns_text(embedded_backend):
+def test_generate_returns_text_and_counts_its_tokens(embedded_backend):
+    before = embedded_backend.tokens.to_dict()
     reply = embedded_backend.generate("Name one quality of a good summary. Answer in one line.", 24)
     assert isinstance(reply, str) and len(reply.strip()) > 0
+    after = embedded_backend.tokens.to_dict()
+    assert after["prompt"] - before["prompt"] >= 10
+    assert 1 <= after["completion"] - before["completion"] <= 24

@@ -112,9 +112,15 @@ def test_scores_agree_with_local_backend(
     assert worst_prob <= PROB_TOLERANCE
 
 
-def test_generate_returns_text(server_backend: OpenAICompatibleBackend) -> None:
+def test_generate_returns_text_and_counts_its_tokens(
+    server_backend: OpenAICompatibleBackend,
+) -> None:
+    before = server_backend.tokens.to_dict()
     text = server_backend.generate("Name one primary colour. Answer with one word.", 8)
     assert isinstance(text, str) and text.strip()
+    after = server_backend.tokens.to_dict()
+    assert after["prompt"] - before["prompt"] >= 10  # the message in the chat template
+    assert 1 <= after["completion"] - before["completion"] <= 8
 
 
 def test_loglikelihoods_unsupported(server_backend: OpenAICompatibleBackend) -> None:

@@ -78,6 +78,9 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     assert {"likelihood_only", "unconditioned_likelihood_only"} <= set(held_out)
     assert "pearson" in held_out["hdeval"]["coherence"]["dataset"]
     assert sum(r["llm_calls"] for r in _reports(root)) > 0
+    assert all(r["tokens"]["prompt"] > 0 for r in _reports(root))
+    stages = metrics["llm"]["stages"]
+    assert metrics["llm"]["tokens"]["prompt"] == sum(s["tokens"]["prompt"] for s in stages.values())
     assert {"hdeval", "direct-prompt", "likelihood"} <= set(metrics["dhp"])
     assert metrics["dhp"]["hdeval"]["n_texts"] == 2
     assert {"hdeval", "direct-prompt", "likelihood:unconditioned", "rouge:rouge1"} <= set(
@@ -105,7 +108,9 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     third = _run([dvc, "repro"], root, env)
     assert "Running stage 'prepare'" in third and "Running stage 'layer@1'" in third
     assert [r["llm_calls"] for r in _reports(root)] == [0, 0, 0]
-    assert json.loads((root / "metrics.json").read_text())["llm"]["llm_calls"] == 0
+    assert [r["tokens"]["prompt"] for r in _reports(root)] == [0, 0, 0]
+    llm = json.loads((root / "metrics.json").read_text())["llm"]
+    assert llm["llm_calls"] == 0 and llm["tokens"] == {"prompt": 0, "completion": 0, "reused": 0}
 
 
 def test_dhp_gate_fails_the_pipeline_naming_the_perturbations(project):

@@ -32,7 +32,7 @@ def make_backend(config: LLMConfig) -> LLMBackend:
         path,
         dtype=config.dtype,
         device=config.device,
-        max_batch=config.max_batch,
+        pack_tokens=config.pack_tokens,
         min_digit_mass=config.min_digit_mass,
         max_context=config.max_context,
     )

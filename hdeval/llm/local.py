@@ -1,9 +1,9 @@
-"""Local transformers backend with shared-prefix KV caching and batched criterion suffixes.
+"""Local transformers backend with shared-prefix KV caching and packed criterion suffixes.
 
 A request is ``chat_head + segment_1 + ... + segment_n + suffix + chat_tail``. The KV cache of
 every prefix level (``head + segment_1``, ``head + segment_1 + segment_2`` ...) is kept in a small
 LRU, so the source document is encoded once for all texts of that document and the text once for
-all its criteria. The suffixes of one call run as one right-padded batch over the shared cache, and
+all its criteria. The suffixes of one call run packed into one sequence over the shared cache, and
 the vocabulary projection is applied only to the positions whose logits are needed.
 
 Segments are tokenised separately and concatenated, so a boundary must not split a token: every
@@ -30,7 +30,7 @@ import torch
 from hdeval.embedded import MANIFEST, sha256_file
 from hdeval.errors import ConfigError
 from hdeval.llm.digits import DEFAULT_MIN_MASS
-from hdeval.llm.types import SCORE_DIGITS, DigitScore, LogLikelihood
+from hdeval.llm.types import SCORE_DIGITS, DigitScore, LogLikelihood, TokenCounts
 from hdeval.truncation import ContextOverflow
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,7 @@ class TransformersBackend:
         model_path: str | Path,
         dtype: str = "auto",
         device: str = "cpu",
-        max_batch: int = 32,
+        pack_tokens: int = 256,
         prefix_cache_size: int = 4,
         min_digit_mass: float = DEFAULT_MIN_MASS,
         threads: int | None = None,
@@ -112,10 +112,10 @@ class TransformersBackend:
         load_dir, gguf = (path.parent, path.name) if path.is_file() else (path, None)
         self.tokenizer = AutoTokenizer.from_pretrained(load_dir, gguf_file=gguf)
         self.model = AutoModelForCausalLM.from_pretrained(
-            load_dir, gguf_file=gguf, dtype=self.dtype
+            load_dir, gguf_file=gguf, dtype=self.dtype, attn_implementation="sdpa"
         )
         self.model.to(self.device).eval()
-        self.max_batch = max_batch
+        self.pack_tokens = pack_tokens
         self.min_digit_mass = min_digit_mass
         model_context = getattr(self.model.config, "max_position_embeddings", None)
         self.max_context = min(filter(None, (max_context, model_context)), default=None)
@@ -128,7 +128,7 @@ class TransformersBackend:
         self._prefix_cache: OrderedDict[tuple[int, ...], object] = OrderedDict()
         self._prefix_cache_size = prefix_cache_size
         self._head_fp32: tuple[torch.Tensor, torch.Tensor | None] | None = None
-        self.stats = {"prefix_tokens": 0, "suffix_tokens": 0, "prefix_hits": 0}
+        self.tokens = TokenCounts()
 
     # ----------------------------------------------------------------- prompt framing
     def _chat_frame(self) -> tuple[list[int], list[int]]:
@@ -193,7 +193,7 @@ class TransformersBackend:
             if levels[depth] in self._prefix_cache:
                 self._prefix_cache.move_to_end(levels[depth])
                 cache, start = self._prefix_cache[levels[depth]], depth + 1
-                self.stats["prefix_hits"] += 1
+                self.tokens.add(reused=len(levels[depth]))
                 break
         done = len(levels[start - 1]) if start else 0
         for depth in range(start, len(levels)):
@@ -217,7 +217,7 @@ class TransformersBackend:
                 past_key_values=cache,
                 use_cache=True,
             )
-            self.stats["prefix_tokens"] += len(new_ids)
+            self.tokens.add(prompt=len(new_ids))
         return cache
 
     def _remember(self, key: tuple[int, ...], cache: object) -> None:
@@ -226,7 +226,19 @@ class TransformersBackend:
         while len(self._prefix_cache) > self._prefix_cache_size:
             self._prefix_cache.popitem(last=False)
 
-    # ----------------------------------------------------------------- batched suffix pass
+    # ----------------------------------------------------------------- packed suffix pass
+    def _packs(self, lengths: Sequence[int]) -> list[list[int]]:
+        """Consecutive row indices grouped into passes of at most ``pack_tokens`` tokens."""
+        packs: list[list[int]] = []
+        size = 0
+        for i, n in enumerate(lengths):
+            if not packs or size + n > self.pack_tokens:
+                packs.append([])
+                size = 0
+            packs[-1].append(i)
+            size += n
+        return packs
+
     @torch.inference_mode()
     def _suffix_hidden(
         self,
@@ -235,28 +247,49 @@ class TransformersBackend:
         rows: Sequence[Sequence[int]],
         positions: Sequence[Sequence[int]],
     ) -> list[torch.Tensor]:
-        """Final hidden states at ``positions`` of each suffix row, one batch over ``cache``."""
-        width = max(len(r) for r in rows)
-        self._check_context(past + width)
-        batch = len(rows)
-        input_ids = torch.full((batch, width), self._pad_id, dtype=torch.long, device=self.device)
-        mask = torch.zeros((batch, past + width), dtype=torch.long, device=self.device)
-        mask[:, :past] = 1
-        for i, row in enumerate(rows):
-            input_ids[i, : len(row)] = torch.tensor(row, device=self.device)
-            mask[i, past : past + len(row)] = 1
-        position_ids = torch.arange(past, past + width, device=self.device)[None].expand(batch, -1)
-        batch_cache = copy.deepcopy(cache)
-        batch_cache.batch_repeat_interleave(batch)
+        """Final hidden states at ``positions`` of each suffix row, rows packed over ``cache``."""
+        self._check_context(past + max(len(r) for r in rows))
+        hidden: list[torch.Tensor] = []
+        for pack in self._packs([len(r) for r in rows]):
+            hidden += self._packed_pass(
+                cache, past, [rows[i] for i in pack], [positions[i] for i in pack]
+            )
+        return hidden
+
+    def _packed_pass(
+        self,
+        cache: object,
+        past: int,
+        rows: Sequence[Sequence[int]],
+        positions: Sequence[Sequence[int]],
+    ) -> list[torch.Tensor]:
+        """One forward pass of several rows packed into one sequence over one copy of ``cache``.
+
+        Each token attends to the whole prefix and to the earlier tokens of its own row (a
+        block-causal mask), and position ids restart at ``past`` for every row, so each row sees
+        exactly what it would see alone. A pack of n tokens runs at nearly the rate of a whole
+        prompt; n padded batch rows, each with its own copy of the cache, ran ~3x slower. Packs
+        stay small (``pack_tokens``) because the attention over the masked-out part of the
+        block-causal square is computed and wasted.
+        """
+        lengths = [len(r) for r in rows]
+        starts = [sum(lengths[:i]) for i in range(len(rows))]
+        input_ids = torch.tensor([[t for r in rows for t in r]], device=self.device)
+        row_of = torch.repeat_interleave(
+            torch.arange(len(rows), device=self.device), torch.tensor(lengths, device=self.device)
+        )
+        offset = torch.cat([torch.arange(n, device=self.device) for n in lengths])
+        own_row = (row_of[:, None] == row_of[None, :]) & (offset[:, None] >= offset[None, :])
+        prefix = torch.ones((len(offset), past), dtype=torch.bool, device=self.device)
         hidden = self.model.get_decoder()(
             input_ids=input_ids,
-            attention_mask=mask,
-            position_ids=position_ids,
-            past_key_values=batch_cache,
+            attention_mask=torch.cat([prefix, own_row], dim=1)[None, None],
+            position_ids=(past + offset)[None],
+            past_key_values=copy.deepcopy(cache),
             use_cache=True,
-        ).last_hidden_state
-        self.stats["suffix_tokens"] += sum(len(r) for r in rows)
-        return [hidden[i, list(pos)] for i, pos in enumerate(positions)]
+        ).last_hidden_state[0]
+        self.tokens.add(prompt=len(offset))
+        return [hidden[[s + p for p in pos]] for s, pos in zip(starts, positions, strict=True)]
 
     def _logprobs(self, hidden: torch.Tensor, exact: bool = False) -> torch.Tensor:
         """Log-probabilities over the vocabulary; ``exact`` projects in fp32.
@@ -278,20 +311,13 @@ class TransformersBackend:
         logits = torch.nn.functional.linear(hidden.float(), weight, bias)
         return torch.log_softmax(logits, dim=-1)
 
-    def _chunks(self, n: int) -> list[range]:
-        return [range(i, min(i + self.max_batch, n)) for i in range(0, n, self.max_batch)]
-
     # ----------------------------------------------------------------- public interface
     @torch.inference_mode()
     def digit_scores(self, segments: Sequence[str], suffixes: Sequence[str]) -> list[DigitScore]:
         cache, past = self._prefix_state(segments)
-        results: list[DigitScore] = []
-        for chunk in self._chunks(len(suffixes)):
-            rows = [self._encode(suffixes[i]) + self._tail_ids for i in chunk]
-            hidden = self._suffix_hidden(cache, past, rows, [[len(r) - 1] for r in rows])
-            for h in hidden:
-                results.append(self._digit_score(self._logprobs(h, exact=True)[0]))
-        return results
+        rows = [self._encode(suffix) + self._tail_ids for suffix in suffixes]
+        hidden = torch.cat(self._suffix_hidden(cache, past, rows, [[len(r) - 1] for r in rows]))
+        return [self._digit_score(lp) for lp in self._logprobs(hidden, exact=True)]
 
     def _digit_score(self, logprobs: torch.Tensor) -> DigitScore:
         probs = logprobs[self._digit_ids].exp().double()
@@ -315,26 +341,21 @@ class TransformersBackend:
         self, segments: Sequence[str], items: Sequence[tuple[str, str]]
     ) -> list[LogLikelihood]:
         cache, past = self._prefix_state(segments)
+        rows, positions, targets = [], [], []
+        for i, (instruction, continuation) in enumerate(items):
+            context = self._encode(instruction) + self._tail_ids
+            answer = self._encode(continuation)
+            if not answer:
+                raise ValueError(f"empty continuation for item {i}")
+            rows.append(context + answer)
+            positions.append(range(len(context) - 1, len(context) + len(answer) - 1))
+            targets.append(answer)
         results: list[LogLikelihood] = []
-        for chunk in self._chunks(len(items)):
-            rows, positions, targets = [], [], []
-            for i in chunk:
-                instruction, continuation = items[i]
-                context = self._encode(instruction) + self._tail_ids
-                answer = self._encode(continuation)
-                if not answer:
-                    raise ValueError(f"empty continuation for item {i}")
-                rows.append(context + answer)
-                positions.append(range(len(context) - 1, len(context) + len(answer) - 1))
-                targets.append(answer)
-            for h, answer in zip(
-                self._suffix_hidden(cache, past, rows, positions), targets, strict=True
-            ):
-                logprobs = self._logprobs(h)
-                token_lp = logprobs[torch.arange(len(answer)), torch.tensor(answer)]
-                results.append(
-                    LogLikelihood(sum=float(token_lp.double().sum()), n_tokens=len(answer))
-                )
+        for h, answer in zip(
+            self._suffix_hidden(cache, past, rows, positions), targets, strict=True
+        ):
+            token_lp = self._logprobs(h)[torch.arange(len(answer)), torch.tensor(answer)]
+            results.append(LogLikelihood(sum=float(token_lp.double().sum()), n_tokens=len(answer)))
         return results
 
     @torch.inference_mode()
@@ -351,6 +372,7 @@ class TransformersBackend:
             do_sample=False,
             pad_token_id=self._pad_id,
         )
+        self.tokens.add(prompt=len(ids), completion=output.shape[1] - len(ids))
         return self.tokenizer.decode(output[0, len(ids) :], skip_special_tokens=True).strip()
 
     # ----------------------------------------------------------------- reference path for tests

@@ -25,7 +25,7 @@ from typing import Any
 
 from hdeval.errors import ConfigError, HDEvalError, UnsupportedError
 from hdeval.llm.digits import DEFAULT_MIN_MASS, digit_score
-from hdeval.llm.types import DigitScore, LogLikelihood
+from hdeval.llm.types import DigitScore, LogLikelihood, TokenCounts
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +84,7 @@ class OpenAICompatibleBackend:
         )
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
+        self.tokens = TokenCounts()
 
     def __repr__(self) -> str:
         return (
@@ -149,11 +150,24 @@ class OpenAICompatibleBackend:
         return self._scrub(detail)
 
     def _chat(self, message: str, **params: Any) -> Any:
-        return self._client.chat.completions.create(
+        reply = self._client.chat.completions.create(
             model=self.model,
             messages=[{"role": "user", "content": message}],
             temperature=0,
             **params,
+        )
+        self._count(getattr(reply, "usage", None))
+        return reply
+
+    def _count(self, usage: Any) -> None:
+        """Add a reply's token usage, as far as the server reports it."""
+        if usage is None:
+            return
+        details = getattr(usage, "prompt_tokens_details", None)
+        self.tokens.add(
+            prompt=getattr(usage, "prompt_tokens", None) or 0,
+            completion=getattr(usage, "completion_tokens", None) or 0,
+            reused=getattr(details, "cached_tokens", None) or 0,
         )
 
     # ----------------------------------------------------------------- scoring

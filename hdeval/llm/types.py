@@ -7,6 +7,7 @@ shared segments across suffixes and across calls; the answer must not depend on 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Protocol, runtime_checkable
@@ -65,15 +66,40 @@ class LogLikelihood:
         return cls(sum=data["sum"], n_tokens=data["n_tokens"])
 
 
+@dataclass
+class TokenCounts:
+    """Tokens a backend has sent through its model since it was created (thread-safe).
+
+    ``prompt`` tokens were read (prefilled) and ``completion`` tokens generated; ``reused`` prompt
+    tokens were not recomputed because a KV cache of them was kept (locally, or as the server
+    reports it). A cache hit in hdeval's result cache costs no tokens at all.
+    """
+
+    prompt: int = 0
+    completion: int = 0
+    reused: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, prompt: int = 0, completion: int = 0, reused: int = 0) -> None:
+        with self._lock:
+            self.prompt += prompt
+            self.completion += completion
+            self.reused += reused
+
+    def to_dict(self) -> dict[str, int]:
+        return {"prompt": self.prompt, "completion": self.completion, "reused": self.reused}
+
+
 @runtime_checkable
 class LLMBackend(Protocol):
     """What hdeval needs from an LLM.
 
     ``identity`` names everything about the model that changes its answers (weights hash or server
-    model name, precision); it is part of every cache key.
+    model name, precision); it is part of every cache key. ``tokens`` counts what it has cost.
     """
 
     identity: str
+    tokens: TokenCounts
 
     def digit_scores(self, segments: Sequence[str], suffixes: Sequence[str]) -> list[DigitScore]:
         """Score each ``segments + suffix`` user message by the first reply token over 1..5."""
