@@ -7,8 +7,10 @@ more aspects. The canonical form is JSON Lines, one object per line::
      "references": ["..."], "scores": {"coherence": 4.0, "fluency": 5.0}}
 
 ``system_id`` and ``references`` are optional (a single ``"reference"`` string is accepted
-too). CSV files use the columns ``id, doc_id, source, output`` plus optional ``system_id`` and
-``reference`` and one score column per aspect, named ``<aspect>`` or ``scores.<aspect>``.
+too). So is ``wrong_ending``: a known-wrong alternative to the reference (Story Cloze's wrong
+ending), which DHP's story task substitutes for it; a document's is read from its first row. CSV
+files use the columns ``id, doc_id, source, output`` plus optional ``system_id``, ``reference``
+and ``wrong_ending``, and one score column per aspect, named ``<aspect>`` or ``scores.<aspect>``.
 
 Every problem found in a file is reported in one :class:`DataValidationError` that names the
 file, the row, the row's id and the field, so a file can be fixed in one pass.
@@ -33,6 +35,10 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 from hdeval.errors import ConfigError, DataValidationError
 
 SAMPLE_COLUMNS: tuple[str, ...] = ("doc_id", "system_id", "source", "output", "references")
+#: A known-wrong alternative to a document's reference (DHP's story task swaps it in).
+WRONG_ENDING = "wrong_ending"
+#: Sample columns present only when some row of the file gives them.
+OPTIONAL_COLUMNS: tuple[str, ...] = (WRONG_ENDING,)
 MAX_REPORTED_ERRORS = 20
 JSON_LINES_SUFFIXES = (".jsonl", ".ndjson", ".json")
 CSV_SUFFIXES = (".csv",)
@@ -49,8 +55,9 @@ class LabelledData:
     """Texts and human scores, both indexed by the row ``id``.
 
     ``samples`` has the columns ``doc_id``, ``system_id`` (str or None), ``source``,
-    ``output`` and ``references`` (list of str, possibly empty). ``targets`` has one float
-    column per aspect.
+    ``output`` and ``references`` (list of str, possibly empty), and any of
+    :data:`OPTIONAL_COLUMNS` some row gives (None where a row does not). ``targets`` has one
+    float column per aspect.
     """
 
     samples: pd.DataFrame
@@ -101,6 +108,11 @@ class LabelledData:
                 "source": sample.source,
                 "output": sample.output,
                 "references": list(sample.references),
+                **{
+                    c: getattr(sample, c)
+                    for c in OPTIONAL_COLUMNS
+                    if c in self.samples.columns and isinstance(getattr(sample, c), str)
+                },
                 "scores": {a: float(v) for a, v in zip(self.aspects, scores, strict=True)},
             }
 
@@ -124,8 +136,11 @@ def _canonical_json(obj: Any) -> str:
 def _build(records: Sequence[Mapping[str, Any]], aspects: Sequence[str]) -> LabelledData:
     """Make a LabelledData from validated records (dicts in the canonical schema)."""
     index = pd.Index([r["id"] for r in records], dtype=object, name="id")
+    columns = SAMPLE_COLUMNS + tuple(
+        c for c in OPTIONAL_COLUMNS if any(r.get(c) is not None for r in records)
+    )
     samples = pd.DataFrame(
-        {col: pd.Series([r[col] for r in records], dtype=object) for col in SAMPLE_COLUMNS}
+        {col: pd.Series([r.get(col) for r in records], dtype=object) for col in columns}
     )
     samples.index = index
     targets = pd.DataFrame(
@@ -160,6 +175,7 @@ class _RowModel(BaseModel):
     output: str
     references: list[str] | None = None
     reference: str | None = None
+    wrong_ending: str | None = None
     scores: dict[str, Any] | None = None
 
 
@@ -214,7 +230,7 @@ def _check_score(aspect: str, value: Any, score_range: ScoreRange) -> str | None
 def _blank_errors(raw: Mapping[str, Any]) -> list[str]:
     """Empty or whitespace-only texts (checked even when other fields have type errors)."""
     errors = []
-    for field in ("id", "doc_id", "source", "output"):
+    for field in ("id", "doc_id", "source", "output", *OPTIONAL_COLUMNS):
         value = raw.get(field)
         if isinstance(value, str) and not value.strip():
             errors.append(f"field '{field}': must not be empty or whitespace only")
@@ -255,6 +271,7 @@ def _validate_row(
         "source": row.source,
         "output": row.output,
         "references": references,
+        WRONG_ENDING: row.wrong_ending,
         "scores": {a: float(row.scores[a]) for a in aspects},
     }
     return record, []
@@ -424,8 +441,9 @@ def _csv_rows(text: str, aspects: Sequence[str], log: _ErrorLog) -> Iterator[tup
         row: dict[str, Any] = {k: cells[k] for k in ("id", "doc_id", "source", "output")}
         if cells.get("system_id", "").strip():
             row["system_id"] = cells["system_id"]
-        if cells.get("reference", "").strip():
-            row["reference"] = cells["reference"]
+        for optional in ("reference", *OPTIONAL_COLUMNS):
+            if cells.get(optional, "").strip():
+                row[optional] = cells[optional]
         row["scores"] = {
             a: _csv_score_value(cells[c]) for a, c in score_columns.items() if cells[c].strip()
         }
@@ -572,7 +590,8 @@ def merge_labels(base: LabelledData, new: LabelledData) -> LabelledData:
     """Add ``new`` labels to ``base``.
 
     Rows with a new id are appended; rows whose id is already in ``base`` get their scores
-    replaced, and their texts (doc, system, source, output, references) must match exactly.
+    replaced, and their texts (doc, system, source, output, references, wrong ending) must
+    match exactly.
     """
     if set(base.aspects) != set(new.aspects):
         raise DataValidationError(
@@ -584,7 +603,7 @@ def merge_labels(base: LabelledData, new: LabelledData) -> LabelledData:
     for row in base.rows():
         update = new_rows.pop(row["id"], None)
         if update is not None:
-            changed = [c for c in SAMPLE_COLUMNS if row[c] != update[c]]
+            changed = [c for c in SAMPLE_COLUMNS + OPTIONAL_COLUMNS if row.get(c) != update.get(c)]
             if changed:
                 mismatched.append(f"id {row['id']!r}: {', '.join(changed)} differ")
                 continue

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from hdeval.cache import ResultCache
-from hdeval.data import LabelledData
+from hdeval.data import OPTIONAL_COLUMNS, LabelledData
 from hdeval.errors import ConfigError, HDEvalError
 from hdeval.llm.types import LLMBackend
 from hdeval.perturb import Perturbation, detokenize, perturb_all
@@ -216,7 +216,8 @@ def reference_samples(
 
     ``n`` documents with at least one reference are drawn with ``seed`` (all when None) and kept
     in data order. The row id is the doc id, ``system_id`` is "reference" and ``references``
-    holds the *other* references, so a reference-based metric is not handed the text itself.
+    holds the *other* references, so a reference-based metric is not handed the text itself;
+    optional columns (a story's ``wrong_ending``) come from the document's first row.
     ``detokenise`` undoes SummEval's word tokenisation ("Spurs 's draw ." -> "Spurs's draw."),
     as an LLM perturber returns natural text and the two must not differ in that alone.
     """
@@ -227,19 +228,22 @@ def reference_samples(
             raise ConfigError(f"n must be between 1 and {len(first)} documents, got {n}")
         chosen = np.random.default_rng(seed).choice(len(first), size=n, replace=False)
         first = first.iloc[np.sort(chosen)]
+    optional = [c for c in OPTIONAL_COLUMNS if c in first.columns]
     rows = []
-    for row in first.itertuples(index=False):
-        refs = list(row.references)
+    for _, row in first.iterrows():
+        refs = list(row["references"])
         rows.append(
             {
-                "doc_id": row.doc_id,
+                "doc_id": row["doc_id"],
                 "system_id": "reference",
-                "source": row.source,
+                "source": row["source"],
                 "output": detokenize(refs[0]) if detokenise else refs[0],
                 "references": refs[1:],
+                **{c: row[c] for c in optional},
             }
         )
-    table = pd.DataFrame(rows, columns=["doc_id", "system_id", "source", "output", "references"])
+    columns = ["doc_id", "system_id", "source", "output", "references", *optional]
+    table = pd.DataFrame(rows, columns=columns, dtype=object)
     table.index = pd.Index([str(d) for d in table["doc_id"]], dtype=object, name="id")
     return table
 

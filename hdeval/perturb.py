@@ -32,6 +32,7 @@ from typing import ClassVar, Literal
 import pandas as pd
 
 from hdeval.cache import ResultCache, cache_key
+from hdeval.data import WRONG_ENDING
 from hdeval.errors import ConfigError, HDEvalError
 from hdeval.llm.types import LLMBackend
 
@@ -649,7 +650,7 @@ class LLMPerturbation(Perturbation):
 # --------------------------------------------------------------------------- sets
 
 
-WRONG_ENDING_COLUMN = "wrong_ending"
+WRONG_ENDING_COLUMN = WRONG_ENDING  # the label files' optional field of that name
 
 
 def perturbations_for(
@@ -659,7 +660,8 @@ def perturbations_for(
 
     ``llm`` adds the LLM-based ones. Summaries, answers and translations get a minor and a major
     degree of each; story endings (about one short sentence) one degree, as in the paper. The
-    wrong ending needs a :data:`WRONG_ENDING_COLUMN` column in the samples.
+    wrong ending needs a :data:`WRONG_ENDING_COLUMN` column in the samples (label files give it
+    as the optional ``wrong_ending`` field).
     """
     if task not in TASKS:
         raise ConfigError(f"unknown DHP task {task!r}; choose from {list(TASKS)}")

@@ -327,6 +327,18 @@ BAD_FILES = [
         ["malformed CSV", "more fields than the header"],
     ),
     ("csv header only", "l.csv", csv(), ["no labelled rows"]),
+    (
+        "jsonl blank wrong ending",
+        "l.jsonl",
+        jsonl(row("a"), row("b", wrong_ending="  ")),
+        ["line 2", "(id 'b')", "'wrong_ending'", "must not be empty"],
+    ),
+    (
+        "jsonl wrong ending not text",
+        "l.jsonl",
+        jsonl(row("a", wrong_ending=["x"])),
+        ["line 1", "'wrong_ending'", "expected text, got list"],
+    ),
     ("csv empty file", "l.csv", b"", ["file is empty"]),
     (
         "csv ragged row",
@@ -529,6 +541,36 @@ def test_multi_megabyte_texts_load(tmp_path: Path, suffix: str) -> None:
     assert data.samples.loc["a", "output"] == big_output
 
 
+def test_wrong_ending_is_an_optional_field(tmp_path: Path) -> None:
+    path = tmp_path / "l.jsonl"
+    path.write_bytes(jsonl(row("a", wrong_ending="They all died."), row("b")))
+    data = load_labels(path, ASPECTS, RANGE)
+    assert data.samples.loc["a", "wrong_ending"] == "They all died."
+    assert data.samples.loc["b", "wrong_ending"] is None
+    rows = {r["id"]: r for r in data.rows()}
+    assert rows["a"]["wrong_ending"] == "They all died." and "wrong_ending" not in rows["b"]
+    save_labels(data, tmp_path / "saved.jsonl")
+    again = load_labels(tmp_path / "saved.jsonl", ASPECTS, RANGE)
+    assert again.samples["wrong_ending"].tolist() == ["They all died.", None]
+    assert again.fingerprint() == data.fingerprint()
+
+    path.write_bytes(jsonl(row("a"), row("b")))
+    plain = load_labels(path, ASPECTS, RANGE)
+    assert "wrong_ending" not in plain.samples.columns
+    assert all("wrong_ending" not in r for r in plain.rows())
+    assert plain.fingerprint() != data.fingerprint()
+
+    path = tmp_path / "l.csv"
+    path.write_bytes(
+        csv(
+            "a,d1,S.,O.,The end.,3,4",
+            "b,d1,S.,O b.,,3,4",
+            header="id,doc_id,source,output,wrong_ending,coherence,fluency\n",
+        )
+    )
+    assert load_labels(path, ASPECTS, RANGE).samples["wrong_ending"].tolist() == ["The end.", None]
+
+
 # --------------------------------------------------------------------------- container
 
 
@@ -669,6 +711,9 @@ def test_merge_labels_rejects_changed_texts(tmp_path: Path) -> None:
     other_refs = _write_and_load(tmp_path / "refs.jsonl", row("a", references=["Other."]))
     with pytest.raises(DataValidationError, match=r"id 'a': references differ"):
         merge_labels(base, other_refs)
+    wrong = _write_and_load(tmp_path / "wrong.jsonl", row("a", wrong_ending="Another end."))
+    with pytest.raises(DataValidationError, match=r"id 'a': wrong_ending differ"):
+        merge_labels(base, wrong)
 
 
 def test_merge_labels_rejects_other_aspects(tmp_path: Path) -> None:

@@ -369,6 +369,34 @@ def test_story_suite_swaps_endings_and_reports_missing_wrong_endings(tmp_path):
     assert result.weights["random_ending"] == {"coherence": 0.5, "consistency": 0.5, "fluency": 0.0}
 
 
+def test_story_wrong_endings_from_a_label_file(tmp_path):
+    """A label file's ``wrong_ending`` reaches DHP's story task through the reference samples."""
+    rows = [
+        {
+            "id": f"s{i}",
+            "doc_id": f"story{i}",
+            "source": f"Story {i} begins.",
+            "output": f"A system ending {i}.",
+            "references": [text],
+            "wrong_ending": f"No {i}." if i else None,
+            "scores": {"coherence": 3, "consistency": 3, "fluency": 3},
+        }
+        for i, text in enumerate(TEXTS)
+    ]
+    labels = tmp_path / "stories.jsonl"
+    labels.write_text("".join(json.dumps({k: v for k, v in r.items() if v}) + "\n" for r in rows))
+    data = load_labels(labels, ["coherence", "consistency", "fluency"], (1.0, 5.0))
+    samples = reference_samples(data, None, 0, detokenise=False)
+    assert samples["wrong_ending"].tolist() == [None] + [f"No {i}." for i in range(1, len(TEXTS))]
+    scorer = LengthScorer(("coherence", "consistency", "fluency"))
+    params = DHPParams(task="story", n_texts=len(TEXTS), probes=False)
+    result = run_suite([scorer], samples, params, None, None, tmp_path)["length"]
+    row = result.table.loc["wrong_ending"]
+    assert row["n_texts"] == len(TEXTS) - 1 and row["n_dropped"] == 1
+    assert result.drops["wrong_ending"] == {"no 'wrong_ending' given": 1}
+    assert row["p:fluency"] == pytest.approx(1 / 2 ** (len(TEXTS) - 1))  # every one is shorter
+
+
 def test_cli_dhp_task_option(tmp_path, summeval_rows, monkeypatch):
     from typer.testing import CliRunner
 
