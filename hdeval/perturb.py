@@ -35,6 +35,7 @@ from hdeval.cache import ResultCache, cache_key
 from hdeval.data import WRONG_ENDING
 from hdeval.errors import ConfigError, HDEvalError
 from hdeval.llm.types import LLMBackend
+from hdeval.truncation import ContextOverflow
 
 Level = Literal["character", "word", "sentence"]
 Severity = Literal["minor", "major"]
@@ -520,6 +521,7 @@ def strip_chatter(reply: str) -> str:
 
 
 DROP_NO_NEW_ENTITY = "no new named entity"
+DROP_TOO_LONG = "prompt longer than the perturber's context"
 DROP_NO_INSERTION = "no sentence inserted"
 
 
@@ -618,6 +620,8 @@ class LLMPerturbation(Perturbation):
         else:
             try:
                 reply = backend.generate(prompt, max_new_tokens=self.max_new_tokens(text))
+            except ContextOverflow:
+                return Perturbed(None, DROP_TOO_LONG)
             except HDEvalError:
                 raise
             except Exception as exc:

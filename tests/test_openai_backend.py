@@ -23,6 +23,7 @@ import pytest
 from hdeval.errors import UnsupportedError
 from hdeval.llm import LLMBackend
 from hdeval.llm.openai_compat import OpenAICompatibleBackend
+from hdeval.truncation import ContextOverflow
 from tests.llama_server import MODEL_ALIAS, run_llama_server
 
 pytestmark = pytest.mark.server
@@ -160,3 +161,6 @@ def test_prompt_longer_than_the_server_context_is_a_recorded_failure(
     assert "(not retried)" in failure.reason
     assert math.isnan(run.features.loc["long", "prompt:fluency"])
     assert 1.0 <= run.features.loc["short", "prompt:fluency"] <= 5.0
+    # generation (decomposition, LLM perturbations) raises the same as a local judge would
+    with pytest.raises(ContextOverflow, match="prompt longer than the server's context"):
+        server_backend.generate(samples.loc["long", "source"] + "\n\nSummarise this.", 8)

@@ -18,6 +18,7 @@ from hdeval.perturb import (
     DROP_EMPTY,
     DROP_NO_NEW_ENTITY,
     DROP_NO_OTHER_TEXT,
+    DROP_TOO_LONG,
     DROP_UNCHANGED,
     INJECTION_SENTENCE,
     TASKS,
@@ -464,6 +465,23 @@ def test_llm_perturbations_on_the_real_model(embedded_backend, summeval_rows, tm
     assert backend.generations == 4 and cache.hits == hits + 4
     assert drops_again == drops
     assert all(again[p.name].equals(tables[p.name]) for p in perturbations)
+
+
+@pytest.mark.model
+def test_text_too_long_for_the_perturber_is_dropped_not_fatal(embedded_dir, summeval_rows):
+    from hdeval.llm.local import TransformersBackend
+
+    small = TransformersBackend(embedded_dir, max_context=128)
+    texts = [summeval_rows[0]["source"], "Short."]  # an article is far over 128 tokens
+    samples = pd.DataFrame(
+        {"doc_id": ["x", "y"], "source": "src", "output": texts, "references": [[], []]},
+        index=pd.Index(["x", "y"], name="id"),
+    )
+    grammar = LLMPerturbation("grammar", "minor")
+    tables, drops = perturb_all(samples, [grammar], small, None, seed=0)
+    assert drops[grammar.name][DROP_TOO_LONG] == 1
+    assert "x" not in tables[grammar.name].index
+    assert small.tokens.completion > 0  # the short text was still perturbed
 
 
 @pytest.mark.model

@@ -26,6 +26,7 @@ from typing import Any
 from hdeval.errors import ConfigError, HDEvalError, UnsupportedError
 from hdeval.llm.digits import DEFAULT_MIN_MASS, digit_score
 from hdeval.llm.types import DigitScore, LogLikelihood, TokenCounts
+from hdeval.truncation import ContextOverflow
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,15 @@ _MAX_DETAIL = 300
 _RETRIED_STATUS = frozenset({408, 409, 429})  # and every 5xx, as the openai client does
 # How OpenAI, vLLM, llama.cpp and llama-cpp-python word a prompt that exceeds the context.
 _CONTEXT_ERROR = re.compile(r"context (length|window|size)", re.IGNORECASE)
+
+
+def _is_context_error(exc: Exception) -> bool:
+    """Whether ``exc`` is a server's refusal of a prompt longer than its context."""
+    import openai
+
+    return isinstance(exc, openai.APIStatusError) and (
+        exc.code == "context_length_exceeded" or bool(_CONTEXT_ERROR.search(exc.message))
+    )
 
 
 class OpenAICompatibleBackend:
@@ -137,7 +147,7 @@ class OpenAICompatibleBackend:
             if status not in _RETRIED_STATUS and status < 500:
                 retried = "(not retried)"
             detail = f"HTTP {status} ({name}) {retried}: {exc.message}"
-            if exc.code == "context_length_exceeded" or _CONTEXT_ERROR.search(exc.message):
+            if _is_context_error(exc):
                 detail = f"prompt longer than the server's context: {detail}"
         elif isinstance(exc, openai.APITimeoutError):
             detail = f"{name}: no reply within {self.timeout}s, {retried}"
@@ -234,7 +244,8 @@ class OpenAICompatibleBackend:
             reply = self._chat(prompt, max_tokens=max_new_tokens)
             text = reply.choices[0].message.content
         except Exception as exc:
-            raise HDEvalError(
+            error = ContextOverflow if _is_context_error(exc) else HDEvalError
+            raise error(
                 f"generation with {self.identity} at {self.base_url} failed: {self._describe(exc)}"
             ) from None
         if text is None:
