@@ -39,6 +39,16 @@ class LLMConfig(BaseModel):
     min_digit_mass: float = Field(0.5, ge=0, le=1)
     max_context: int | None = Field(None, ge=1)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _retired_keys(cls, data: object) -> object:
+        if isinstance(data, dict) and "max_batch" in data:
+            raise ValueError(
+                "llm.max_batch was replaced by llm.pack_tokens (criterion-suffix tokens per "
+                "forward pass, default 256); remove max_batch"
+            )
+        return data
+
     @model_validator(mode="after")
     def _check_backend_fields(self) -> LLMConfig:
         if self.backend == "transformers" and not self.model_path:
@@ -63,8 +73,12 @@ def load_yaml_model(path: Path, model: type[BaseModel], section: str | None = No
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        prefix = f"{section}." if section else ""
-        problems = "; ".join(
-            f"{prefix}{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-        )
+        problems = "; ".join(_problem(section, e) for e in exc.errors())
         raise ConfigError(f"{path}: {problems}") from exc
+
+
+def _problem(section: str | None, error: dict) -> str:
+    """``section.field: message`` of one pydantic error (a whole-section check names no field)."""
+    where = ".".join(filter(None, [section, *(str(p) for p in error["loc"])]))
+    message = error["msg"].removeprefix("Value error, ")
+    return f"{where}: {message}" if where else message
