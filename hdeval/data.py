@@ -271,7 +271,7 @@ def _validate_row(
         "source": row.source,
         "output": row.output,
         "references": references,
-        WRONG_ENDING: row.wrong_ending,
+        **{c: getattr(row, c) for c in OPTIONAL_COLUMNS},
         "scores": {a: float(row.scores[a]) for a in aspects},
     }
     return record, []

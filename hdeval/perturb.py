@@ -654,9 +654,6 @@ class LLMPerturbation(Perturbation):
 # --------------------------------------------------------------------------- sets
 
 
-WRONG_ENDING_COLUMN = WRONG_ENDING  # the label files' optional field of that name
-
-
 def perturbations_for(
     task: str = "summarization", llm: bool = True, probes: bool = True
 ) -> list[Perturbation]:
@@ -664,8 +661,8 @@ def perturbations_for(
 
     ``llm`` adds the LLM-based ones. Summaries, answers and translations get a minor and a major
     degree of each; story endings (about one short sentence) one degree, as in the paper. The
-    wrong ending needs a :data:`WRONG_ENDING_COLUMN` column in the samples (label files give it
-    as the optional ``wrong_ending`` field).
+    wrong ending needs a :data:`~hdeval.data.WRONG_ENDING` column in the samples (label files give
+    it as the optional ``wrong_ending`` field).
     """
     if task not in TASKS:
         raise ConfigError(f"unknown DHP task {task!r}; choose from {list(TASKS)}")
@@ -677,7 +674,7 @@ def perturbations_for(
             CharacterDeletion("minor", k=5),
             RandomTypos("minor", k=5),
             Replacement("random_ending"),
-            Replacement("wrong_ending", column=WRONG_ENDING_COLUMN),
+            Replacement("wrong_ending", column=WRONG_ENDING),
         ]
         made = [
             LLMPerturbation("fictional_entities", "minor", noun),

@@ -12,6 +12,7 @@ import pytest
 
 from hdeval.cache import ResultCache
 from hdeval.criteria import CriteriaTree, Criterion
+from hdeval.data import WRONG_ENDING
 from hdeval.errors import ConfigError
 from hdeval.perturb import (
     CACHE_KIND,
@@ -22,7 +23,6 @@ from hdeval.perturb import (
     DROP_UNCHANGED,
     INJECTION_SENTENCE,
     TASKS,
-    WRONG_ENDING_COLUMN,
     CharacterDeletion,
     InstructionInjection,
     LLMPerturbation,
@@ -157,8 +157,8 @@ def test_random_replacement_takes_another_documents_text():
 
 def test_wrong_ending_comes_from_its_column():
     wrong = ["Tom sold the dog.", None, "The cake burnt.", "Sam flew to the moon."]
-    samples = story_samples(**{WRONG_ENDING_COLUMN: wrong})
-    pert = Replacement("wrong_ending", column=WRONG_ENDING_COLUMN)
+    samples = story_samples(**{WRONG_ENDING: wrong})
+    pert = Replacement("wrong_ending", column=WRONG_ENDING)
     tables, drops = perturb_all(samples, [pert], None, None, seed=0)
     assert tables["wrong_ending"]["output"].to_dict() == {
         "a1": "Tom sold the dog.",

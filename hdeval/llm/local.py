@@ -251,19 +251,15 @@ class TransformersBackend:
         self._check_context(past + max(len(r) for r in rows))
         hidden: list[torch.Tensor] = []
         for pack in self._packs([len(r) for r in rows]):
-            hidden += self._packed_pass(
-                cache, past, [rows[i] for i in pack], [positions[i] for i in pack]
-            )
+            states = self._packed_pass(cache, past, [rows[i] for i in pack])
+            start = 0
+            for i in pack:
+                hidden.append(states[[start + p for p in positions[i]]])
+                start += len(rows[i])
         return hidden
 
-    def _packed_pass(
-        self,
-        cache: object,
-        past: int,
-        rows: Sequence[Sequence[int]],
-        positions: Sequence[Sequence[int]],
-    ) -> list[torch.Tensor]:
-        """One forward pass of several rows packed into one sequence over one copy of ``cache``.
+    def _packed_pass(self, cache: object, past: int, rows: Sequence[Sequence[int]]) -> torch.Tensor:
+        """Final hidden states of ``rows``, concatenated, in one pass over one copy of ``cache``.
 
         Each token attends to the whole prefix and to the earlier tokens of its own row (a
         block-causal mask), and position ids restart at ``past`` for every row, so each row sees
@@ -272,13 +268,10 @@ class TransformersBackend:
         stay small (``pack_tokens``) because the attention over the masked-out part of the
         block-causal square is computed and wasted.
         """
-        lengths = [len(r) for r in rows]
-        starts = [sum(lengths[:i]) for i in range(len(rows))]
+        lengths = torch.tensor([len(r) for r in rows], device=self.device)
         input_ids = torch.tensor([[t for r in rows for t in r]], device=self.device)
-        row_of = torch.repeat_interleave(
-            torch.arange(len(rows), device=self.device), torch.tensor(lengths, device=self.device)
-        )
-        offset = torch.cat([torch.arange(n, device=self.device) for n in lengths])
+        row_of = torch.repeat_interleave(torch.arange(len(rows), device=self.device), lengths)
+        offset = torch.cat([torch.arange(int(n), device=self.device) for n in lengths])
         own_row = (row_of[:, None] == row_of[None, :]) & (offset[:, None] >= offset[None, :])
         prefix = torch.ones((len(offset), past), dtype=torch.bool, device=self.device)
         hidden = self.model.get_decoder()(
@@ -289,7 +282,7 @@ class TransformersBackend:
             use_cache=True,
         ).last_hidden_state[0]
         self.tokens.add(prompt=len(offset))
-        return [hidden[[s + p for p in pos]] for s, pos in zip(starts, positions, strict=True)]
+        return hidden
 
     def _logprobs(self, hidden: torch.Tensor, exact: bool = False) -> torch.Tensor:
         """Log-probabilities over the vocabulary; ``exact`` projects in fp32.
