@@ -60,24 +60,23 @@ class StandInJudge:
 
 
 def judge_load(args: argparse.Namespace) -> dict:
-    from hdeval.config import LLMConfig
     from hdeval.llm.factory import make_backend
+    from hdeval.params import LLMConfig
 
     return {"identity": make_backend(LLMConfig()).identity}
 
 
 def judge(args: argparse.Namespace) -> dict:
-    from hdeval.cache import ResultCache
-    from hdeval.config import LLMConfig
     from hdeval.criteria import CriteriaTree
-    from hdeval.llm.factory import make_backend
-    from hdeval.scoring import CriterionScorer
+    from hdeval.criterion_scorer import CriterionScorer
+    from hdeval.judge import open_judge
+    from hdeval.params import LLMConfig
 
-    backend = make_backend(LLMConfig())
+    cached = open_judge(LLMConfig())
     tree = CriteriaTree.from_yaml(args.tree)
-    scorer = CriterionScorer(backend, ResultCache(), modes=args.modes)
+    scorer = CriterionScorer(cached, modes=args.modes)
     run = scorer.score(samples(args.samples), tree, progress=False)
-    return {"identity": backend.identity, "computed": run.computed, "criteria": len(tree)}
+    return {"identity": cached.identity, "computed": run.computed, "criteria": len(tree)}
 
 
 def bundle(args: argparse.Namespace) -> dict:
@@ -94,13 +93,14 @@ def bundle(args: argparse.Namespace) -> dict:
 
 
 def production(args: argparse.Namespace) -> dict:
-    from hdeval.config import LLMConfig
     from hdeval.evaluator import Evaluator
-    from hdeval.llm.factory import make_backend
+    from hdeval.judge import open_judge
+    from hdeval.params import LLMConfig
 
-    evaluator = Evaluator.load(args.bundle, make_backend(LLMConfig()))
+    cached = open_judge(LLMConfig())
+    evaluator = Evaluator.load(args.bundle, cached)
     scores = evaluator.score_samples(samples(args.samples), progress=False)
-    return {"computed": evaluator.scorer.cache.misses, "failures": len(scores.failures)}
+    return {"computed": cached.cache.misses, "failures": len(scores.failures)}
 
 
 def peak_rss_mib() -> float:
@@ -147,12 +147,12 @@ def synthetic_bundle(path: Path, tree_path: Path, identity: str, modes: list[str
 
     from hdeval.aggregators import make_aggregator
     from hdeval.bundle import export_bundle
+    from hdeval.columns import feature_columns
     from hdeval.criteria import CriteriaTree
-    from hdeval.prompts import TaskSpec
-    from hdeval.scoring import feature_columns
+    from hdeval.params import TaskSpec
 
     tree = CriteriaTree.from_yaml(tree_path)
-    names = feature_columns(list(tree), modes)
+    names = feature_columns([c.id for c in tree], modes)
     aspects = [c.id for c in tree]
     rng = np.random.default_rng(0)
     X = rng.uniform(1, 5, size=(64, len(names)))

@@ -23,8 +23,8 @@ import torch
 from hdeval.criteria import CriteriaTree, Criterion
 from hdeval.embedded import pull
 from hdeval.llm.local import TransformersBackend
+from hdeval.params import TaskSpec
 from hdeval.prompts import (
-    TaskSpec,
     criterion_prompt,
     likelihood_instruction,
     prompt_segments,

@@ -28,6 +28,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.tree import DecisionTreeRegressor
 
+from hdeval.columns import criterion_of, source_of
 from hdeval.errors import ConfigError
 
 KINDS: tuple[str, ...] = ("linear", "tree", "forest", "mlp")
@@ -122,19 +123,6 @@ def search_space(kind: str, trial) -> dict[str, Any]:
         "alpha": trial.suggest_float("alpha", 1e-6, 1e-1, log=True),
         "learning_rate_init": trial.suggest_float("learning_rate_init", 1e-4, 1e-2, log=True),
     }
-
-
-def criterion_of(column: str) -> str:
-    """The criterion id of a feature column: the text after the first ":" ("lik:coh" -> "coh").
-
-    A column without ":" is a criterion id itself.
-    """
-    return column.split(":", 1)[1] if ":" in column else column
-
-
-def source_of(column: str) -> str | None:
-    """The feature source of a column: the text before the first ":" ("lik:coh" -> "lik")."""
-    return column.split(":", 1)[0] if ":" in column else None
 
 
 def averaged_baseline(features: pd.DataFrame, tree, source: str | None = None) -> pd.DataFrame:

@@ -16,8 +16,9 @@ from typing import Any
 from hdeval.atomic_dir import staged_dir
 from hdeval.criteria import CriteriaTree
 from hdeval.errors import ModelIntegrityError
-from hdeval.onnx_runtime import file_sha256
-from hdeval.prompts import TEMPLATE_VERSION, TaskSpec
+from hdeval.params import TaskSpec
+from hdeval.paths import sha256_file
+from hdeval.prompts import TEMPLATE_VERSION
 
 AGGREGATOR = "aggregator.onnx"
 CRITERIA = "criteria.yaml"
@@ -57,9 +58,9 @@ def export_bundle(
         tree.to_yaml(tmp / CRITERIA)
         background_sha256 = None
         if background is not None:
-            from hdeval.explain import save_background
+            from hdeval.explain.runtime import save_background
 
-            background_sha256 = file_sha256(save_background(tmp, background))
+            background_sha256 = sha256_file(save_background(tmp, background))
         card = {
             "card_version": CARD_VERSION,
             "llm_identity": llm_identity,
@@ -72,7 +73,7 @@ def export_bundle(
             "criteria_sha256": tree.fingerprint(),
             "training_data_sha256": training_data,
             "aggregator": type(pipeline[-1]).__name__ if hasattr(pipeline, "__getitem__") else "",
-            "aggregator_sha256": file_sha256(tmp / AGGREGATOR),
+            "aggregator_sha256": sha256_file(tmp / AGGREGATOR),
             "background_sha256": background_sha256,
             "metrics": metrics or {},
         }

@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from hdeval.embedded import hdeval_home
+from hdeval.paths import hdeval_home
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (

@@ -22,8 +22,21 @@ app.add_typer(cache_app, name="cache")
 console = Console(stderr=True)
 
 ParamsOption = Annotated[
-    Path, typer.Option("--params", help="YAML file whose 'llm' section picks the judge.")
+    Path | None,
+    typer.Option(
+        "--params",
+        help="Params YAML (its 'llm' section picks the judge); default ./params.yaml if present.",
+    ),
 ]
+
+
+def _params(path: Path | None):
+    """The params file named (which must exist), else ./params.yaml if present, else defaults."""
+    from hdeval.params import Params, load_params
+
+    if path is not None:
+        return load_params(path)
+    return load_params("params.yaml") if Path("params.yaml").is_file() else Params()
 
 
 @app.callback()
@@ -93,7 +106,7 @@ def features(
     data: Annotated[Path, typer.Argument(help="Label file (JSONL or CSV).")],
     criteria: Annotated[Path, typer.Option(help="Criteria tree YAML.")],
     out: Annotated[Path, typer.Option(help="Output CSV of features, one row per sample.")],
-    params: ParamsOption = Path("params.yaml"),
+    params: ParamsOption = None,
     mode: Annotated[str, typer.Option(help="prompt, likelihood or both.")] = "prompt",
     aspects: Annotated[str, typer.Option(help="Comma-separated human aspects in the file.")] = (
         "coherence,consistency,fluency,relevance"
@@ -102,19 +115,17 @@ def features(
     seed: Annotated[int, typer.Option(help="Seed of the document sample.")] = 0,
 ) -> None:
     """Score every sample of DATA on every criterion of the tree with the configured judge."""
-    from hdeval.cache import ResultCache
-    from hdeval.config import LLMConfig, load_yaml_model
     from hdeval.criteria import CriteriaTree
+    from hdeval.criterion_scorer import CriterionScorer
     from hdeval.data import load_labels, subsample_documents
-    from hdeval.llm.factory import make_backend
-    from hdeval.scoring import CriterionScorer
+    from hdeval.judge import open_judge
 
-    llm = load_yaml_model(params, LLMConfig, "llm") if params.exists() else LLMConfig()
-    labels = load_labels(data, aspects.split(","), score_range=(float("-inf"), float("inf")))
+    config = _params(params)
+    labels = load_labels(data, aspects.split(","), config.data.score_range)
     labels = subsample_documents(labels, docs, seed)
     tree = CriteriaTree.from_yaml(criteria)
     modes = ("prompt", "likelihood") if mode == "both" else (mode,)
-    scorer = CriterionScorer(make_backend(llm), ResultCache(), modes=modes)
+    scorer = CriterionScorer(open_judge(config.llm), config.task, modes=modes)
     run = scorer.score(labels.samples, tree)
     run.features.to_csv(out)
     console.print(run.summary())
@@ -126,7 +137,7 @@ def features(
 
 @app.command("train")
 def train(
-    params: ParamsOption = Path("params.yaml"),
+    params: ParamsOption = None,
     out: Annotated[Path, typer.Option(help="Bundle directory to write.")] = Path(
         "models/evaluator"
     ),
@@ -135,14 +146,12 @@ def train(
         Path | None, typer.Option("--metrics", help="Write metrics JSON.")
     ] = None,
 ) -> None:
-    """Train an evaluator end to end (Algorithm 1, tuning, export) without DVC."""
-    from hdeval.cache import ResultCache
-    from hdeval.config import load_yaml_model
-    from hdeval.llm.factory import make_backend
-    from hdeval.workflow import TrainConfig, train_evaluator
+    """Train an evaluator end to end (Algorithm 1, tuning, export, held-out check) without DVC."""
+    from hdeval.end_to_end import train_evaluator
+    from hdeval.judge import open_judge
 
-    config = load_yaml_model(params, TrainConfig) if params.exists() else TrainConfig()
-    metrics = train_evaluator(config, make_backend(config.llm), ResultCache(), out, work)
+    config = _params(params)
+    metrics = train_evaluator(config, open_judge(config.llm), out, work)
     text = json.dumps(metrics, indent=2)
     if metrics_out:
         metrics_out.write_text(text)
@@ -155,7 +164,7 @@ def score(
     inputs: Annotated[Path, typer.Argument(help="JSONL/CSV rows with id, doc_id, source, output.")],
     model: Annotated[Path, typer.Option("--model", help="Evaluator bundle directory.")],
     out: Annotated[Path | None, typer.Option(help="Output JSONL (default: stdout).")] = None,
-    params: ParamsOption = Path("params.yaml"),
+    params: ParamsOption = None,
     explain: Annotated[
         bool,
         typer.Option(
@@ -166,18 +175,16 @@ def score(
     ] = False,
 ) -> None:
     """Score texts with a trained evaluator: per-aspect and per-criterion scores per row."""
-    from hdeval.config import LLMConfig, load_yaml_model
     from hdeval.data import load_texts
     from hdeval.evaluator import Evaluator
-    from hdeval.llm.factory import make_backend
+    from hdeval.judge import open_judge
 
-    llm = load_yaml_model(params, LLMConfig, "llm") if params.exists() else LLMConfig()
-    evaluator = Evaluator.load(model, make_backend(llm))
+    evaluator = Evaluator.load(model, open_judge(_params(params).llm))
     texts = load_texts(inputs)
     result = evaluator.score_samples(texts.samples)
     explanations: dict = {}
     if explain:
-        from hdeval.explain import explain_scores
+        from hdeval.explain.runtime import explain_scores
 
         explanations = explain_scores(evaluator, result.criteria, by_criterion=True)
     failures: dict[str, list[str]] = {}
@@ -185,11 +192,12 @@ def score(
         failures.setdefault(failure.sample_id, []).append(f"{failure.column}: {failure.reason}")
     truncated = {t.sample_id for t in result.truncations}
     lines = []
-    for sample_id in texts.samples.index:
+    for i, sample_id in enumerate(result.ids):
+        values = result.row(i)
         row = {
             "id": sample_id,
-            "scores": _finite(result.aspects.loc[sample_id].to_dict()),
-            "criteria": _finite(result.criteria.loc[sample_id].to_dict()),
+            "scores": values["aspects"],
+            "criteria": values["criteria"],
             "failures": failures.get(sample_id, []),
             "truncated": sample_id in truncated,
         }
@@ -227,48 +235,24 @@ AspectsOption = Annotated[
 
 
 def _text_scorers(names, model, criteria, aspects, params):
-    """The named TextScorers on one judge and cache, and the aspects they are judged on."""
-    from hdeval.baselines import (
-        DirectPromptScorer,
-        LikelihoodScorer,
-        OverallPromptScorer,
-        RougeScorer,
-    )
-    from hdeval.cache import ResultCache
-    from hdeval.config import LLMConfig, load_yaml_model
+    """The named TextScorers on one cached judge, the aspects they are judged on, the params."""
     from hdeval.criteria import CriteriaTree
-    from hdeval.errors import ConfigError
     from hdeval.evaluator import Evaluator
-    from hdeval.llm.factory import make_backend
-    from hdeval.prompts import TaskSpec
-    from hdeval.scorers import BundleScorer
+    from hdeval.judge import open_judge
+    from hdeval.params import TaskSpec
+    from hdeval.text_scorers import HDEVAL, make_scorers
 
-    names = names or (["hdeval"] if model else []) + ["direct-prompt", "likelihood"]
-    llm = load_yaml_model(params, LLMConfig, "llm") if params.exists() else LLMConfig()
-    backend, cache = make_backend(llm), ResultCache()
+    config = _params(params)
     tree = CriteriaTree.from_yaml(criteria)
-    evaluator = Evaluator.load(model, backend, cache) if model else None
+    judge = open_judge(config.llm)
+    evaluator = Evaluator.load(model, judge) if model else None
+    names = names or ([HDEVAL] if model else []) + ["direct-prompt", "likelihood"]
     chosen = aspects.split(",") if aspects else None
     if chosen is None:
         chosen = evaluator.aspects if evaluator else [c.id for c in tree.layer(1)]
-    task = TaskSpec.model_validate(evaluator.card["task"]) if evaluator else TaskSpec()
-    makers = {
-        "direct-prompt": lambda: DirectPromptScorer(backend, cache, task, tree, aspects=chosen),
-        "overall-prompt": lambda: OverallPromptScorer(backend, cache, task, tree, aspects=chosen),
-        "likelihood": lambda: LikelihoodScorer(backend, cache, task, tree, aspects=chosen),
-        "rouge": RougeScorer,
-    }
-    scorers = []
-    for name in names:
-        if name == "hdeval":
-            if evaluator is None:
-                raise ConfigError("--scorer hdeval needs --model DIR (a trained bundle)")
-            scorers.append(BundleScorer(evaluator))
-        elif name in makers:
-            scorers.append(makers[name]())
-        else:
-            raise ConfigError(f"unknown scorer {name!r}; choose from hdeval, {', '.join(makers)}")
-    return scorers, chosen, backend, cache
+    task = TaskSpec.model_validate(evaluator.card["task"]) if evaluator else config.task
+    scorers = make_scorers(names, judge, task, tree, chosen, evaluator)
+    return scorers, chosen, judge, config
 
 
 @app.command("compare")
@@ -278,7 +262,7 @@ def compare_command(
     scorer: ScorerNames = None,
     criteria: CriteriaOption = Path("data/summeval/aspects.yaml"),
     aspects: AspectsOption = None,
-    params: ParamsOption = Path("params.yaml"),
+    params: ParamsOption = None,
     bootstrap: Annotated[int, typer.Option(help="Document bootstrap draws for CIs.")] = 200,
     markdown: Annotated[Path | None, typer.Option(help="Also write the table here.")] = None,
     csv: Annotated[Path | None, typer.Option(help="Also write every figure as CSV.")] = None,
@@ -292,16 +276,17 @@ def compare_command(
     from hdeval.baselines import compare, render_markdown, render_rich
     from hdeval.data import load_labels
 
-    scorers, chosen, _, cache = _text_scorers(scorer, model, criteria, aspects, params)
-    labels = load_labels(data, chosen, score_range=(float("-inf"), float("inf")))
+    scorers, chosen, _, config = _text_scorers(scorer, model, criteria, aspects, params)
+    labels = load_labels(data, chosen, config.data.score_range)
     table = compare(scorers, labels.samples, labels.targets, n_boot=bootstrap)
     Console().print(render_rich(table, levels=("dataset", "summary", "system")))
     text = render_markdown(table)
     if dhp:
-        from hdeval.acceptance import DHPParams, dhp_markdown, dhp_samples, run_suite, summary
+        from hdeval.dhp.acceptance import dhp_markdown, dhp_samples, run_suite, summary
+        from hdeval.params import DHPParams
 
         settings = DHPParams(n_texts=dhp_texts)
-        results = run_suite(scorers, dhp_samples(labels, settings), settings, None, cache, dhp)
+        results = run_suite(scorers, dhp_samples(labels, settings), settings, None, dhp)
         figures = summary(results, settings)
         _print_dhp(figures)
         text += "\n" + dhp_markdown(figures)
@@ -327,7 +312,7 @@ def dhp_command(
     scorer: ScorerNames = None,
     criteria: CriteriaOption = Path("data/summeval/aspects.yaml"),
     aspects: AspectsOption = None,
-    params: ParamsOption = Path("params.yaml"),
+    params: ParamsOption = None,
     task: Annotated[
         str, typer.Option(help="DHP task: summarization, story, qa or translation.")
     ] = "summarization",
@@ -342,14 +327,15 @@ def dhp_command(
     seed: Annotated[int, typer.Option(help="Seed of the texts and perturbations.")] = 0,
 ) -> None:
     """DHP discernment of any scorer: perturb references, test, write a table + bar chart each."""
-    from hdeval.acceptance import AcceptanceError, DHPParams, dhp_samples, gate, run_suite, summary
     from hdeval.data import load_labels
-    from hdeval.perturb import TASKS
+    from hdeval.dhp.acceptance import AcceptanceError, dhp_samples, gate, run_suite, summary
+    from hdeval.dhp.text import TASKS
+    from hdeval.params import DHPParams
 
     if task not in TASKS:
         raise typer.BadParameter(f"{task!r} is not one of {', '.join(TASKS)}", param_hint="--task")
-    scorers, chosen, backend, cache = _text_scorers(scorer, model, criteria, aspects, params)
-    labels = load_labels(data, chosen, score_range=(float("-inf"), float("inf")))
+    scorers, chosen, judge, config = _text_scorers(scorer, model, criteria, aspects, params)
+    labels = load_labels(data, chosen, config.data.score_range)
     settings = DHPParams(
         task=task,  # type: ignore[arg-type]
         n_texts=n_texts,
@@ -358,8 +344,8 @@ def dhp_command(
         threshold=threshold,
         on_failure="fail" if fail else "warn",
     )
-    perturber = backend if llm_perturbations else None
-    results = run_suite(scorers, dhp_samples(labels, settings), settings, perturber, cache, out)
+    perturber = judge if llm_perturbations else None
+    results = run_suite(scorers, dhp_samples(labels, settings), settings, perturber, out)
     figures = summary(results, settings)
     (out / "summary.json").write_text(json.dumps(figures, indent=2) + "\n")
     _print_dhp(figures)
@@ -369,7 +355,3 @@ def dhp_command(
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from exc
 
-
-def _finite(values: dict) -> dict:
-    """JSON-safe: NaN (a failed score) becomes null."""
-    return {k: (None if v != v else float(v)) for k, v in values.items()}

@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from hdeval.errors import ConfigError
+from hdeval.params import DataParams
 
 
 @dataclass(frozen=True)
@@ -110,3 +111,15 @@ class CriteriaTree:
                 raise ConfigError(f"{path}: criterion #{i} lacks {sorted(missing)}")
             nodes.append(Criterion(**row))
         return cls(nodes)
+
+
+def aspects_tree(config: DataParams) -> CriteriaTree:
+    """The layer-1 criteria file, checked to hold a criterion for every aspect."""
+    tree = CriteriaTree.from_yaml(config.criteria)
+    missing = set(config.aspects) - {c.id for c in tree.layer(1)}
+    if missing:
+        raise ConfigError(
+            f"{config.criteria}: no layer-1 criterion for aspects {sorted(missing)} "
+            "(params data.aspects)"
+        )
+    return tree

@@ -16,10 +16,9 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import replace
 
-from hdeval.cache import ResultCache, cache_key
 from hdeval.criteria import CriteriaTree, Criterion
-from hdeval.errors import ConfigError, HDEvalError
-from hdeval.llm.types import LLMBackend
+from hdeval.errors import ConfigError, HDEvalError, JudgeUnavailableError
+from hdeval.judge import CachedJudge
 
 log = logging.getLogger(__name__)
 TEMPLATE_VERSION = "g1-decompose-v3"
@@ -235,21 +234,10 @@ def _unique_id(parent_id: str, name: str, taken: set[str]) -> str:
     return candidate
 
 
-def _reply(
-    backend: LLMBackend, cache: ResultCache, key: str, prompt: str, max_new_tokens: int
-) -> tuple[str, bool]:
-    """The cached raw reply for ``key``, or a fresh one from ``backend`` (not yet stored)."""
-    cached = cache.get(key)
-    if cached is not None:
-        return cached["reply"], True
-    return backend.generate(prompt, max_new_tokens), False
-
-
 def decompose_node(
     tree: CriteriaTree,
     node: Criterion,
-    backend: LLMBackend,
-    cache: ResultCache,
+    judge: CachedJudge,
     task_description: str,
     k: int,
     template_version: str = TEMPLATE_VERSION,
@@ -269,10 +257,7 @@ def decompose_node(
     attempts = [(k, False), (k, True), (k + 2, False), (k + 2, True)]
     for ask, alternate in attempts:
         prompt = decomposition_prompt(task_description, node, tree.parent(node), ask, alternate)
-        key = cache_key(CACHE_KIND, backend.identity, template_version, prompt)
-        reply, from_cache = _reply(backend, cache, key, prompt, max_new_tokens)
-        if not from_cache:
-            cache.put(CACHE_KIND, key, {"reply": reply})
+        reply = judge.reply(CACHE_KIND, prompt, max_new_tokens, template_version)
         try:
             every = parse_criteria_list(reply, sys.maxsize, node_id=node.id)
             pairs = _new_pairs(tree, node, every)[:k]  # drop echoes of the node first, then cut
@@ -309,8 +294,7 @@ def _new_pairs(
 def decompose(
     tree: CriteriaTree,
     node_ids: Iterable[str],
-    backend: LLMBackend,
-    cache: ResultCache,
+    judge: CachedJudge,
     task_description: str,
     k: int,
     template_version: str = TEMPLATE_VERSION,
@@ -322,7 +306,7 @@ def decompose(
     (say, added by hand); such nodes are kept as they are. Children get ids
     ``<parent id>.<slug of name>`` (made unique), ``layer = parent.layer + 1``, and the parent is
     marked ``decomposed=True``. Replies are cached under
-    ``cache_key("decompose", backend.identity, template_version, prompt)``.
+    ``judge.key("decompose", template_version, prompt)``.
 
     A node the judge cannot decompose stays a leaf (undecomposed, logged as a warning, listed
     by :func:`undecomposed`); when no requested node gets any child, the new layer would be
@@ -341,8 +325,10 @@ def decompose(
         attempted += 1
         try:
             children = decompose_node(
-                tree, node, backend, cache, task_description, k, template_version, max_new_tokens
+                tree, node, judge, task_description, k, template_version, max_new_tokens
             )
+        except JudgeUnavailableError:
+            raise
         except HDEvalError as exc:
             log.warning("criterion %r stays a leaf: %s", node.id, exc)
             problems.append(str(exc))

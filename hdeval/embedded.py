@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import subprocess
 import sys
 import tempfile
@@ -20,10 +19,9 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import platformdirs
-
 from hdeval.atomic_dir import staged_dir
 from hdeval.errors import ModelIntegrityError
+from hdeval.paths import hdeval_home, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -80,22 +78,8 @@ EMBEDDED_MODELS = {QWEN_05B.name: QWEN_05B}
 DEFAULT_EMBEDDED = QWEN_05B.name
 
 
-def hdeval_home() -> Path:
-    """Root of hdeval's user data (models, score cache); ``HDEVAL_HOME`` overrides it."""
-    env = os.environ.get("HDEVAL_HOME")
-    return Path(env) if env else Path(platformdirs.user_cache_dir("hdeval"))
-
-
 def model_dir(model: EmbeddedModel = QWEN_05B) -> Path:
     return hdeval_home() / "models" / model.name
-
-
-def sha256_file(path: Path, block: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(block):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def read_manifest(directory: Path) -> dict | None:

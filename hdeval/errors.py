@@ -19,3 +19,11 @@ class ConfigError(HDEvalError):
 
 class UnsupportedError(HDEvalError):
     """The chosen backend cannot do what was asked."""
+
+
+class JudgeUnavailableError(HDEvalError):
+    """The LLM judge's server cannot be reached or keeps failing; the run stops.
+
+    The message names the server (without credentials), the last error and how many items
+    succeeded before it; results returned before the error are valid and kept by their caller.
+    """

@@ -9,27 +9,69 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-import pandas as pd
+import numpy as np
 
 from hdeval.bundle import AGGREGATOR, CRITERIA, read_card
-from hdeval.cache import ResultCache
+from hdeval.columns import feature_columns
 from hdeval.criteria import CriteriaTree
+from hdeval.criterion_scorer import (
+    CriterionScorer,
+    Sample,
+    ScoringFailure,
+    Truncation,
+    samples_of,
+)
 from hdeval.errors import ModelIntegrityError
-from hdeval.llm.types import LLMBackend
+from hdeval.judge import CachedJudge
 from hdeval.onnx_runtime import OnnxAggregator
-from hdeval.prompts import TEMPLATE_VERSION, TaskSpec
-from hdeval.scoring import CriterionScorer, ScoringFailure, Truncation, feature_columns
+from hdeval.params import TaskSpec
+from hdeval.prompts import TEMPLATE_VERSION
 
 
 @dataclass
 class Scores:
-    """Predicted human scores per aspect, with the criterion scores they came from."""
+    """Predicted human scores per aspect (``aspect_values``, one row per id) with the criterion
+    scores they came from (``criterion_values``); NaN where a score failed."""
 
-    aspects: pd.DataFrame
-    criteria: pd.DataFrame
+    ids: list[str]
+    aspect_names: list[str]
+    aspect_values: np.ndarray
+    criterion_names: list[str]
+    criterion_values: np.ndarray
     failures: list[ScoringFailure]
     truncations: list[Truncation] = field(default_factory=list)
+
+    @property
+    def aspects(self):
+        """Aspect scores as a pandas DataFrame indexed by id."""
+        return _frame(self.aspect_values, self.ids, self.aspect_names)
+
+    @property
+    def criteria(self):
+        """Criterion scores as a pandas DataFrame indexed by id."""
+        return _frame(self.criterion_values, self.ids, self.criterion_names)
+
+    def row(self, i: int) -> dict[str, dict[str, float | None]]:
+        """Row ``i`` as JSON-ready dicts (a failed score is None)."""
+        return {
+            "aspects": dict(zip(self.aspect_names, _finite(self.aspect_values[i]), strict=True)),
+            "criteria": dict(
+                zip(self.criterion_names, _finite(self.criterion_values[i]), strict=True)
+            ),
+        }
+
+
+def _frame(values: np.ndarray, ids: list[str], columns: list[str]):
+    import pandas as pd
+
+    return pd.DataFrame(values, index=pd.Index(ids), columns=columns)
+
+
+def _finite(values: np.ndarray) -> list[float | None]:
+    """JSON-safe values: NaN (a failed score) becomes None."""
+    return [float(v) if np.isfinite(v) else None for v in values]
 
 
 class Evaluator:
@@ -55,10 +97,8 @@ class Evaluator:
         return list(self.card["feature_names"])
 
     @classmethod
-    def load(
-        cls, path: str | Path, backend: LLMBackend, cache: ResultCache | None = None
-    ) -> Evaluator:
-        """Open a bundle and check it against itself and against ``backend``."""
+    def load(cls, path: str | Path, judge: CachedJudge) -> Evaluator:
+        """Open a bundle and check it against itself and against ``judge``."""
         path = Path(path)
         card = read_card(path)
         tree = CriteriaTree.from_yaml(path / CRITERIA)
@@ -72,13 +112,13 @@ class Evaluator:
                 f"{path} was trained with prompt templates {card['template_version']!r}, this "
                 f"hdeval uses {TEMPLATE_VERSION!r}; retrain the evaluator"
             )
-        if card["llm_identity"] != backend.identity:
+        if card["llm_identity"] != judge.identity:
             raise ModelIntegrityError(
                 f"{path} was trained with judge {card['llm_identity']!r} but the loaded judge is "
-                f"{backend.identity!r}; criterion scores of another judge are not what its "
+                f"{judge.identity!r}; criterion scores of another judge are not what its "
                 "aggregator learned"
             )
-        expected = feature_columns(list(tree), card["modes"], card["unconditioned"])
+        expected = feature_columns([c.id for c in tree], card["modes"], card["unconditioned"])
         if expected != card["feature_names"]:
             raise ModelIntegrityError(
                 f"{path}: feature order in the card does not match its criteria"
@@ -90,36 +130,42 @@ class Evaluator:
                 f"{len(expected)}"
             )
         task = TaskSpec.model_validate(card["task"])
-        scorer = CriterionScorer(
-            backend, cache or ResultCache(), task, card["modes"], card["unconditioned"]
-        )
+        scorer = CriterionScorer(judge, task, card["modes"], card["unconditioned"])
         return cls(path, card, tree, aggregator, scorer)
 
-    def score_samples(self, samples: pd.DataFrame, progress: bool = True) -> Scores:
-        """Score a table indexed by id with columns doc_id, source, output.
+    def score_samples(self, samples: Any, progress: bool = True) -> Scores:
+        """Score samples: a list of :class:`~hdeval.criterion_scorer.Sample` or a table indexed
+        by id with columns doc_id, source, output.
 
         A row with a failed criterion score gets NaN aspect scores (and its failures listed):
         a failure is never hidden behind an imputed feature.
         """
-        run = self.scorer.score(samples, self.tree, progress=progress)
-        features = run.features[self.feature_names]
-        predicted = self.aggregator.predict(features.to_numpy())
-        aspects = pd.DataFrame(predicted, index=features.index, columns=self.aspects)
-        aspects.loc[features.isna().any(axis=1)] = float("nan")
-        return Scores(aspects, features, run.failures, run.truncations)
+        rows = samples_of(samples)
+        run = self.scorer.score(rows, self.tree, progress=progress)
+        order = [run.columns.index(name) for name in self.feature_names]
+        features = run.values[:, order]
+        predicted = self.aggregator.predict(features) if len(rows) else np.empty((0, 0))
+        predicted = np.asarray(predicted, dtype=float).reshape(len(rows), len(self.aspects))
+        predicted[np.isnan(features).any(axis=1)] = np.nan
+        return Scores(
+            run.ids,
+            self.aspects,
+            predicted,
+            self.feature_names,
+            features,
+            run.failures,
+            run.truncations,
+        )
 
     def score(self, source: str, text: str) -> dict:
         """One text: ``{"aspects": {...}, "criteria": {...}, "failures": [...], "truncated"}``.
 
-        ``truncated`` is True when the prompt was cut to fit the judge's context.
+        A failed score is None; ``truncated`` is True when the prompt was cut to fit the
+        judge's context.
         """
-        samples = pd.DataFrame(
-            {"doc_id": ["doc"], "source": [source], "output": [text]}, index=pd.Index(["text"])
-        )
-        result = self.score_samples(samples, progress=False)
+        result = self.score_samples([Sample("text", "doc", source, text)], progress=False)
         return {
-            "aspects": result.aspects.iloc[0].to_dict(),
-            "criteria": result.criteria.iloc[0].to_dict(),
+            **result.row(0),
             "failures": [f.reason for f in result.failures],
             "truncated": bool(result.truncations),
         }

@@ -10,7 +10,6 @@ This module imports only numpy and onnxruntime.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,18 +18,10 @@ import numpy as np
 import onnxruntime as ort
 
 from hdeval.errors import HDEvalError, ModelIntegrityError
+from hdeval.paths import sha256_file
 
 INPUT_NAME = "features"
 META_PREFIX = "hdeval."
-
-
-def file_sha256(path: str | Path) -> str:
-    """sha256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def decode_rows(text: str) -> np.ndarray:
@@ -78,7 +69,7 @@ class OnnxAggregator:
     ) -> None:
         self.path = Path(path)
         if expected_sha256 is not None and self.path.is_file():
-            actual = file_sha256(self.path)
+            actual = sha256_file(self.path)
             if actual != expected_sha256:
                 raise ModelIntegrityError(
                     f"aggregator file {self.path} has sha256 {actual}, expected {expected_sha256}"

@@ -9,26 +9,10 @@ part of every cache key.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
-
 from hdeval.criteria import CriteriaTree, Criterion
+from hdeval.params import TaskSpec
 
 TEMPLATE_VERSION = "hdeval-prompts-2"
-
-
-class TaskSpec(BaseModel):
-    """What is being evaluated, in words the judge reads."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    description: str = (
-        "text summarization. A summary is a shorter passage that covers the key details of the "
-        "original article"
-    )
-    source_label: str = "News article"
-    output_label: str = "Summary"
-    output_noun: str = "summary"
-    source_noun: str = "news article"
 
 
 def source_segment(task: TaskSpec, source: str) -> str:

@@ -22,12 +22,12 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.inspection import permutation_importance
 from sklearn.model_selection import GroupKFold
 
-from hdeval.aggregators import criterion_of, make_aggregator
+from hdeval.aggregators import make_aggregator
+from hdeval.columns import criterion_of
 from hdeval.errors import ConfigError
 
 __all__ = [
     "criterion_importances",
-    "criterion_of",
     "group_folds",
     "permutation_importances",
     "select_for_decomposition",

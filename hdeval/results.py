@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping
+from pathlib import Path
 
 import pandas as pd
 
@@ -111,3 +112,30 @@ def results_markdown(table: pd.DataFrame, dhp: Mapping[str, Mapping], metrics: M
         f"reused from a KV cache), generated tokens {tokens.get('completion')}.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def stage_cost(report: Mapping) -> dict:
+    """The LLM cost figures of a stage's report."""
+    return {k: report[k] for k in ("llm_calls", "cache_hits", "cache_hit_rate", "tokens")}
+
+
+def evaluation_plots(predicted: pd.DataFrame, test, layers: list[dict], out: Path) -> None:
+    """DVC plot tables: predicted vs human per held-out row, CV Pearson by layer, importance."""
+    rows = [
+        {
+            "aspect": aspect,
+            "id": sample_id,
+            "predicted": value,
+            "human": float(test.targets.at[sample_id, aspect]),
+        }
+        for aspect in predicted.columns
+        for sample_id, value in predicted[aspect].dropna().items()
+    ]
+    pd.DataFrame(rows).to_csv(out / "predicted_vs_human.csv", index=False)
+    pd.DataFrame([{"layer": r["layer"], "cv_pearson": r["cv_pearson"]} for r in layers]).to_csv(
+        out / "correlation_by_layer.csv", index=False
+    )
+    final = sorted(layers[-1]["importances"].items(), key=lambda kv: -kv[1])
+    pd.DataFrame([{"criterion": k, "importance": v} for k, v in final]).to_csv(
+        out / "importance.csv", index=False
+    )

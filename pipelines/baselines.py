@@ -1,6 +1,42 @@
-"""DVC stage 'baselines': see hdeval.stages.baselines."""
+"""Stage baselines: the same judge as direct prompts, an overall prompt, GPTScore likelihood,
+and ROUGE, against HD-Eval and its ablations on the same held-out rows."""
 
-from hdeval.stages import run
+from hdeval import workspace as ws
+from hdeval.baselines import compare, render_markdown
+from hdeval.criteria import aspects_tree
+from hdeval.data import load_labels
+from hdeval.judge import open_judge
+from hdeval.params import load_params
+from hdeval.text_scorers import BASELINES, make_scorers
+
+
+def main() -> None:
+    params = load_params(ws.PARAMS)
+    test = load_labels(ws.PREPARED / "test.jsonl", params.data.aspects, params.data.score_range)
+    judge = open_judge(params.llm)
+    entries: dict = {
+        path.stem: ws.read_features(path)
+        for path in sorted((ws.EVALUATE / "predictions").glob("*.csv"))
+    }
+    scorers = make_scorers(
+        BASELINES, judge, params.task, aspects_tree(params.data), params.data.aspects
+    )
+    entries.update({scorer.name: scorer for scorer in scorers})
+    table = compare(
+        entries,
+        test.samples,
+        test.targets,
+        n_boot=params.evaluate.bootstrap,
+        seed=params.hierarchy.seed,
+    )
+    out = ws.fresh(ws.BASELINES)
+    table.to_csv(out / "compare.csv", index=False)
+    (out / "compare.md").write_text(
+        render_markdown(table, levels=("dataset", "summary"), correlations=("pearson", "spearman"))
+    )
+    ws.write_json(out / "cost.json", judge.cost())
+    print(f"comparison of {table['scorer'].nunique()} scorers written to {out / 'compare.md'}")
+
 
 if __name__ == "__main__":
-    run("baselines")
+    ws.run_stage("baselines", main)

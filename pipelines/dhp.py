@@ -1,6 +1,40 @@
-"""DVC stage 'dhp': see hdeval.stages.dhp."""
+"""Stage dhp: the DHP acceptance test of the exported evaluator (and of the LLM baselines on
+the same perturbed texts); refuses the evaluator when its D_min^EW is below the threshold."""
 
-from hdeval.stages import run
+from hdeval import workspace as ws
+from hdeval.criteria import aspects_tree
+from hdeval.data import load_labels
+from hdeval.dhp.acceptance import dhp_samples, gate, run_suite, summary
+from hdeval.evaluator import Evaluator
+from hdeval.judge import open_judge
+from hdeval.params import load_params
+from hdeval.text_scorers import HDEVAL, make_scorers
+
+
+def main() -> None:
+    params = load_params(ws.PARAMS)
+    settings, data = params.dhp, params.data
+    judge = open_judge(params.llm)
+    labels = load_labels(data.path, data.aspects, data.score_range)
+    scorers = make_scorers(
+        [HDEVAL, "direct-prompt", "likelihood"],
+        judge,
+        params.task,
+        aspects_tree(data),
+        data.aspects,
+        evaluator=Evaluator.load(ws.BUNDLE, judge),
+    )
+    perturber = None
+    if settings.llm_perturbations:
+        perturber = open_judge(settings.perturber, judge.cache) if settings.perturber else judge
+    out = ws.fresh(ws.DHP)
+    results = run_suite(scorers, dhp_samples(labels, settings), settings, perturber, out)
+    cost = judge.cost()
+    if perturber is not None and perturber is not judge:
+        cost["perturber_tokens"] = perturber.tokens.to_dict()
+    ws.write_json(out / "summary.json", {"scorers": summary(results, settings), "llm": cost})
+    print(gate(results[HDEVAL], settings))
+
 
 if __name__ == "__main__":
-    run("dhp")
+    ws.run_stage("dhp", main)

@@ -1,6 +1,31 @@
-"""DVC stage 'explain': see hdeval.stages.explain."""
+"""Stage explain: SHAP beeswarm and bar charts per aspect, and the permutation importance of
+the final layer's criteria."""
 
-from hdeval.stages import run
+import joblib
+import pandas as pd
+
+from hdeval import workspace as ws
+from hdeval.data import load_labels
+from hdeval.explain.runtime import load_background
+from hdeval.explain.shap_report import explain_report
+from hdeval.params import load_params
+
+
+def main() -> None:
+    params = load_params(ws.PARAMS)
+    train = load_labels(ws.PREPARED / "train.jsonl", params.data.aspects, params.data.score_range)
+    final = ws.layer_dir(params.hierarchy.layers)
+    written = explain_report(
+        joblib.load(ws.AGGREGATOR),
+        ws.read_features(final / "features.csv"),
+        ws.fresh(ws.PLOTS / "explain"),
+        output_names=train.aspects,
+        importances=pd.Series(ws.read_json(final / "report.json")["importances"]),
+        background=load_background(ws.BUNDLE),
+        seed=params.hierarchy.seed,
+    )
+    print(f"explanations: {', '.join(sorted(p.name for p in written.values()))}")
+
 
 if __name__ == "__main__":
-    run("explain")
+    ws.run_stage("explain", main)

@@ -1,8 +1,46 @@
-"""DVC stage 'layer@N': one iteration of HD-Eval's Algorithm 1, see hdeval.stages.layer."""
+"""Stage layer@N: one iteration of HD-Eval's Algorithm 1 (grow, score, proxy, select)."""
 
 import sys
 
-from hdeval.stages import run
+from hdeval import workspace as ws
+from hdeval.criteria import CriteriaTree, aspects_tree
+from hdeval.data import load_labels
+from hdeval.errors import ConfigError
+from hdeval.hierarchy import run_layer
+from hdeval.judge import open_judge
+from hdeval.params import load_params
+
+
+def main(number: int) -> None:
+    params = load_params(ws.PARAMS)
+    if not 1 <= number <= params.hierarchy.layers:
+        raise ConfigError(
+            f"dvc.yaml runs layer {number} but params hierarchy.layers is "
+            f"{params.hierarchy.layers}; make the layer list in dvc.yaml match it"
+        )
+    train = load_labels(ws.PREPARED / "train.jsonl", params.data.aspects, params.data.score_range)
+    if number == 1:
+        tree, selected = aspects_tree(params.data), []
+    else:
+        previous = ws.layer_dir(number - 1)
+        tree = CriteriaTree.from_yaml(previous / "tree.yaml")
+        selected = ws.read_json(previous / "report.json")["selected"]
+    judge = open_judge(params.llm)
+    layer = run_layer(number, tree, selected, train, judge, params.task, params.hierarchy)
+    out = ws.fresh(ws.layer_dir(number))
+    layer.tree.to_yaml(out / "tree.yaml")
+    layer.run.features.to_csv(out / "features.csv")
+    report = {
+        **layer.report.to_dict(),
+        **judge.cost(),
+        "failed_scores": len(layer.run.failures),
+        "truncated_samples": layer.run.truncated_samples,
+        "not_decomposed": layer.not_decomposed,
+        "llm_identity": judge.identity,
+    }
+    ws.write_json(out / "report.json", report)
+    print(f"layer {number}: {layer.run.summary()}")
+
 
 if __name__ == "__main__":
-    run("layer", *sys.argv[1:])
+    ws.run_stage(f"layer@{sys.argv[1]}", main, int(sys.argv[1]))

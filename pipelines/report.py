@@ -1,6 +1,31 @@
-"""DVC stage 'report': see hdeval.stages.report."""
+"""Stage report: metrics.json (held-out agreement, ablations, baselines, DHP, LLM cost) and
+the results table results.md."""
 
-from hdeval.stages import run
+import pandas as pd
+
+from hdeval import workspace as ws
+from hdeval.results import baseline_summary, llm_totals, results_markdown
+
+
+def main() -> None:
+    evaluation = ws.read_json(ws.EVALUATE / "metrics.json")
+    table = pd.read_csv(ws.BASELINES / "compare.csv")
+    dhp = ws.read_json(ws.DHP / "summary.json")
+    stages = {
+        **evaluation["llm"]["stages"],
+        "baselines": ws.read_json(ws.BASELINES / "cost.json"),
+        "dhp": dhp["llm"],
+    }
+    metrics = {
+        **evaluation,
+        "baselines": baseline_summary(table),
+        "dhp": dhp["scorers"],
+        "llm": {**evaluation["llm"], "stages": stages, **llm_totals(stages)},
+    }
+    ws.write_json(ws.METRICS, metrics)
+    ws.RESULTS.write_text(results_markdown(table, dhp["scorers"], metrics))
+    print(f"metrics written to {ws.METRICS}, results table to {ws.RESULTS}")
+
 
 if __name__ == "__main__":
-    run("report")
+    ws.run_stage("report", main)

@@ -12,9 +12,9 @@ import numpy as np
 
 from hdeval.aggregators import make_aggregator
 from hdeval.bundle import export_bundle
+from hdeval.columns import feature_columns
 from hdeval.criteria import CriteriaTree, Criterion
-from hdeval.prompts import TaskSpec
-from hdeval.scoring import feature_columns
+from hdeval.params import TaskSpec
 
 IDENTITY = "export-worker-judge"
 ASPECTS = ["coherence", "fluency"]
@@ -25,7 +25,7 @@ TREE = CriteriaTree(
         Criterion("coherence.order", "order", "logical order", "coherence", 2),
     ]
 )
-FEATURES = feature_columns(list(TREE), ["prompt"])
+FEATURES = feature_columns([c.id for c in TREE], ["prompt"])
 
 
 def fitted(seed: int = 0):

@@ -5,17 +5,18 @@ from __future__ import annotations
 import sys
 
 from hdeval.cache import ResultCache
+from hdeval.criterion_scorer import CriterionScorer
 from hdeval.data import load_labels
 from hdeval.embedded import pull
+from hdeval.judge import CachedJudge
 from hdeval.llm.local import TransformersBackend
-from hdeval.scoring import CriterionScorer
 from tests.test_scoring import ASPECTS, TREE, labels_path
 
 
 def main(cache_path: str, n_samples: int) -> None:
     data = load_labels(labels_path(), ASPECTS, (1.0, 5.0))
     samples = data.samples.iloc[:n_samples]
-    scorer = CriterionScorer(TransformersBackend(pull()), ResultCache(cache_path))
+    scorer = CriterionScorer(CachedJudge(TransformersBackend(pull()), ResultCache(cache_path)))
     scorer.score(samples, TREE, progress=False)
 
 

@@ -11,14 +11,7 @@ import pytest
 from sklearn.metrics import r2_score
 from sklearn.pipeline import Pipeline
 
-from hdeval.aggregators import (
-    KINDS,
-    averaged_baseline,
-    criterion_of,
-    make_aggregator,
-    search_space,
-    source_of,
-)
+from hdeval.aggregators import KINDS, averaged_baseline, make_aggregator, search_space
 from hdeval.criteria import CriteriaTree, Criterion
 from hdeval.errors import ConfigError
 
@@ -104,13 +97,6 @@ def test_search_space_builds_valid_aggregators(kind: str) -> None:
     make_aggregator(kind, **params).fit(X, Y)
     rebuilt = search_space(kind, optuna.trial.FixedTrial(trial.params))
     assert rebuilt == params
-
-
-def test_column_helpers() -> None:
-    assert criterion_of("lik:coh.ord") == "coh.ord"
-    assert criterion_of("prompt:a:b") == "a:b"
-    assert criterion_of("coh") == "coh"
-    assert source_of("lik:coh") == "lik" and source_of("coh") is None
 
 
 def _tree() -> CriteriaTree:

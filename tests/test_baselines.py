@@ -21,10 +21,12 @@ from hdeval.baselines import (
 )
 from hdeval.cache import ResultCache
 from hdeval.criteria import CriteriaTree, Criterion
+from hdeval.criterion_scorer import CriterionScorer
 from hdeval.errors import ConfigError
-from hdeval.prompts import TEMPLATE_VERSION, TaskSpec
-from hdeval.scorers import TextScorer
-from hdeval.scoring import CriterionScorer
+from hdeval.judge import CachedJudge
+from hdeval.params import TaskSpec
+from hdeval.prompts import TEMPLATE_VERSION
+from hdeval.text_scorers import TextScorer
 
 ASPECTS = ["coherence", "fluency"]
 TREE = CriteriaTree(
@@ -206,11 +208,11 @@ def test_llm_baselines_on_two_summeval_rows_then_cached(embedded_backend, two_ro
     task = TaskSpec()
 
     def make():
-        shared = ResultCache(cache.path)
+        shared = CachedJudge(embedded_backend, ResultCache(cache.path))
         return (
-            DirectPromptScorer(embedded_backend, shared, task, TREE),
-            OverallPromptScorer(embedded_backend, shared, task, TREE),
-            LikelihoodScorer(embedded_backend, shared, task, TREE),
+            DirectPromptScorer(shared, task, TREE),
+            OverallPromptScorer(shared, task, TREE),
+            LikelihoodScorer(shared, task, TREE),
         )
 
     direct, overall, likelihood = make()
@@ -247,8 +249,7 @@ def test_llm_baselines_on_two_summeval_rows_then_cached(embedded_backend, two_ro
 
     # the direct prompts are HD-Eval's layer-1 prompts: they share cache entries
     flat = CriteriaTree(TREE.layer(1))
-    run = CriterionScorer(embedded_backend, ResultCache(cache.path), task).score(
-        two_rows, flat, progress=False
-    )
+    judge = CachedJudge(embedded_backend, ResultCache(cache.path))
+    run = CriterionScorer(judge, task).score(two_rows, flat, progress=False)
     assert run.computed == 0
     assert math.isclose(run.features.iloc[0, 0], d.iloc[0, 0])

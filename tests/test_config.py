@@ -1,4 +1,5 @@
-"""params.yaml validation (hdeval.config): unknown and retired keys, backend fields."""
+"""params.yaml validation (hdeval.params): unknown and retired keys, backend fields, missing
+files, and how the CLI finds the params file (defaults = params.yaml: tests/test_dvc_deps.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hdeval.config import LLMConfig, load_yaml_model
 from hdeval.errors import ConfigError
+from hdeval.params import LLMConfig, load_params, load_yaml_model
 
 
 def _load(tmp_path: Path, llm: dict) -> LLMConfig:
@@ -37,3 +38,39 @@ def test_backend_fields_are_required(tmp_path: Path) -> None:
         _load(tmp_path, {"backend": "openai"})
     with pytest.raises(ConfigError, match=r"llm\.pack_tokens: Input should be greater"):
         _load(tmp_path, {"pack_tokens": 0})
+
+
+def test_a_missing_file_is_an_error_not_the_defaults(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(ConfigError, match=r"cannot read .*nope\.yaml"):
+        load_yaml_model(missing, LLMConfig, "llm")
+    with pytest.raises(ConfigError, match=r"cannot read .*nope\.yaml"):
+        load_params(missing)
+
+
+def test_cli_reads_params_yaml_of_the_working_directory_and_refuses_a_missing_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--params defaults to ./params.yaml when present; a named file that is missing is an error.
+
+    Both are reported before any judge is loaded.
+    """
+    from typer.testing import CliRunner
+
+    from hdeval.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HDEVAL_CACHE", str(tmp_path / "cache.sqlite"))
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("")
+    command = ["dhp", str(labels), "--scorer", "rouge", "--out", str(tmp_path / "out")]
+    runner = CliRunner()
+
+    missing = runner.invoke(app, [*command, "--params", str(tmp_path / "nope.yaml")])
+    assert isinstance(missing.exception, ConfigError), missing.output
+    assert "nope.yaml" in str(missing.exception)
+
+    (tmp_path / "params.yaml").write_text("llm: {backend: openai}\n")  # invalid: no base_url
+    default = runner.invoke(app, command)
+    assert isinstance(default.exception, ConfigError), default.output
+    assert "llm.base_url and llm.model are required" in str(default.exception)

@@ -18,12 +18,7 @@ from hdeval.data import (
     split_by_document,
     subsample_documents,
 )
-from hdeval.datasets import (
-    SUMMEVAL_ASPECTS,
-    convert_summeval,
-    load_summeval,
-    summeval_row,
-)
+from hdeval.data.summeval import SUMMEVAL_ASPECTS, convert_summeval, load_summeval, summeval_row
 from hdeval.errors import ConfigError, DataValidationError
 
 REPO = Path(__file__).resolve().parents[1]

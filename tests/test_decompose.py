@@ -15,6 +15,7 @@ from hdeval.decompose import (
     undecomposed,
 )
 from hdeval.errors import ConfigError, HDEvalError
+from hdeval.judge import CachedJudge
 
 TASK = (
     "text summarization. A summary is a shorter passage that covers the key details of an article."
@@ -183,8 +184,7 @@ def test_decompose_expands_marks_and_caches(tmp_path) -> None:
     tree = decompose(
         _tree(),
         ["coherence", "fluency", "relevance"],
-        backend,
-        cache,
+        CachedJudge(backend, cache),
         TASK,
         k=2,
         template_version=TEMPLATE_VERSION,
@@ -213,8 +213,7 @@ def test_decompose_expands_marks_and_caches(tmp_path) -> None:
     tree2 = decompose(
         _tree(),
         ["coherence", "fluency"],
-        again,
-        cache,
+        CachedJudge(again, cache),
         TASK,
         k=2,
         template_version=TEMPLATE_VERSION,
@@ -223,15 +222,18 @@ def test_decompose_expands_marks_and_caches(tmp_path) -> None:
     assert tree2.criteria == tree.criteria
 
     # Decomposing the decomposed tree again changes nothing.
-    assert decompose(tree, ["coherence"], again, cache, TASK, k=2).criteria == tree.criteria
+    assert (
+        decompose(tree, ["coherence"], CachedJudge(again, cache), TASK, k=2).criteria
+        == tree.criteria
+    )
     assert again.prompts == []
 
 
 def test_decompose_layer_three_with_unique_ids_and_yaml_roundtrip(tmp_path) -> None:
     cache = ResultCache(tmp_path / "cache.sqlite")
     backend = CannedBackend(REPLIES)
-    tree = decompose(_tree(), ["coherence"], backend, cache, TASK, k=2)
-    tree = decompose(tree, ["coherence.sentence_ordering"], backend, cache, TASK, k=1)
+    tree = decompose(_tree(), ["coherence"], CachedJudge(backend, cache), TASK, k=2)
+    tree = decompose(tree, ["coherence.sentence_ordering"], CachedJudge(backend, cache), TASK, k=1)
     kids = tree.children("coherence.sentence_ordering")
     # "Sentence-ordering" repeats the node's own name and is dropped.
     assert [(c.id, c.layer) for c in kids] == [("coherence.sentence_ordering.time_order", 3)]
@@ -245,10 +247,10 @@ def test_decompose_bad_reply_names_node_and_rerun_makes_no_llm_call(tmp_path) ->
     cache = ResultCache(tmp_path / "cache.sqlite")
     backend = CannedBackend({"Coherence": "Sorry, I cannot do that."})
     with pytest.raises(HDEvalError, match=r"empty.*'coherence'"):
-        decompose(_tree(), ["coherence"], backend, cache, TASK, k=4)
+        decompose(_tree(), ["coherence"], CachedJudge(backend, cache), TASK, k=4)
     assert len(backend.prompts) == 4  # k and k + 2 items, in each of the two wordings
     with pytest.raises(HDEvalError, match="'coherence'"):
-        decompose(_tree(), ["coherence"], backend, cache, TASK, k=4)
+        decompose(_tree(), ["coherence"], CachedJudge(backend, cache), TASK, k=4)
     assert len(backend.prompts) == 4  # raw replies are cached; only the parse is repeated
 
 
@@ -257,19 +259,19 @@ def test_decompose_keeps_a_node_it_cannot_split_as_a_leaf(tmp_path) -> None:
     backend = CannedBackend(
         {"Coherence": "Sorry.", "Fluency": "1. Grammar: no grammar errors.\n2. Spelling: none."}
     )
-    tree = decompose(_tree(), ["coherence", "fluency"], backend, cache, TASK, k=2)
+    tree = decompose(_tree(), ["coherence", "fluency"], CachedJudge(backend, cache), TASK, k=2)
     assert undecomposed(tree, ["coherence", "fluency"]) == ["coherence"]
     assert not tree.get("coherence").decomposed and tree.get("fluency").decomposed
 
     echo = CannedBackend({"Coherence": ECHO_REPLY})
     with pytest.raises(HDEvalError, match=r"'coherence'.*only repeats"):
-        decompose(_tree(), ["coherence"], echo, cache, TASK, k=4)
+        decompose(_tree(), ["coherence"], CachedJudge(echo, cache), TASK, k=4)
 
 
 def test_decompose_unknown_node_and_slugs(tmp_path) -> None:
     cache = ResultCache(tmp_path / "cache.sqlite")
     with pytest.raises(ConfigError, match="nope"):
-        decompose(_tree(), ["nope"], CannedBackend({}), cache, TASK, k=2)
+        decompose(_tree(), ["nope"], CachedJudge(CannedBackend({}), cache), TASK, k=2)
     assert slugify("Sentence ordering (ord)") == "sentence_ordering_ord"
     assert slugify("Cohérence!") == "coherence"
     assert slugify("???") == "criterion"
@@ -281,7 +283,9 @@ def test_duplicate_slugs_get_suffixes(tmp_path) -> None:
         "- Topic focus: how well it stays on topic.\n- Topic-focus: how well, more strictly.\n"
         "- Topic focus!: bad name\n- Topic   FOCUS: duplicate ignoring case and spaces."
     )
-    tree = decompose(_tree(), ["coherence"], CannedBackend({"Coherence": reply}), cache, TASK, k=4)
+    tree = decompose(
+        _tree(), ["coherence"], CachedJudge(CannedBackend({"Coherence": reply}), cache), TASK, k=4
+    )
     assert [c.id for c in tree.children("coherence")] == [
         "coherence.topic_focus",
         "coherence.topic_focus_2",
@@ -304,10 +308,10 @@ class EchoThenListBackend(CannedBackend):
 def test_decompose_asks_for_more_when_the_reply_only_repeats_the_node(tmp_path):
     cache = ResultCache(tmp_path / "c.sqlite")
     backend = EchoThenListBackend({})
-    tree = decompose(_tree(), ["coherence"], backend, cache, TASK, k=2)
+    tree = decompose(_tree(), ["coherence"], CachedJudge(backend, cache), TASK, k=2)
     assert [c.name for c in tree.children("coherence")] == ["Order", "Focus"]
     assert len(backend.prompts) == 2  # the second attempt uses the alternate wording
-    again = decompose(_tree(), ["coherence"], backend, cache, TASK, k=2)
+    again = decompose(_tree(), ["coherence"], CachedJudge(backend, cache), TASK, k=2)
     assert [c.name for c in again.children("coherence")] == ["Order", "Focus"]
     assert len(backend.prompts) == 2  # both replies come from the cache
 
@@ -317,4 +321,4 @@ def test_placeholder_names_copied_from_the_answer_format_are_not_criteria(tmp_pa
     reply = "1. <short name>: <one-sentence definition>\n2. <summary criterion 1>: a criterion."
     backend = CannedBackend({"Coherence": reply})
     with pytest.raises(HDEvalError, match="answer format"):
-        decompose(_tree(), ["coherence"], backend, cache, TASK, k=2)
+        decompose(_tree(), ["coherence"], CachedJudge(backend, cache), TASK, k=2)

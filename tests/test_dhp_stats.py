@@ -13,29 +13,22 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from hdeval.acceptance import DHPParams, run_suite
 from hdeval.data import load_labels
-from hdeval.dhp import (
-    EXPERT_WEIGHTS,
+from hdeval.dhp.acceptance import run_suite
+from hdeval.dhp.benchmark import (
     DHPResult,
-    discernment,
     failed_perturbations,
-    harmonic_mean_p,
-    level_weighted_average,
     plot_dhp,
     reference_samples,
-    resolve_weights,
     run_dhp,
-    wilcoxon_p,
 )
+from hdeval.dhp.catalogue import perturbations_for
+from hdeval.dhp.rules import CharacterDeletion, InstructionInjection, SentenceReorder
+from hdeval.dhp.statistics import discernment, harmonic_mean_p, level_weighted_average, wilcoxon_p
+from hdeval.dhp.text import detokenize
+from hdeval.dhp.weights import EXPERT_WEIGHTS, resolve_weights
 from hdeval.errors import ConfigError
-from hdeval.perturb import (
-    CharacterDeletion,
-    InstructionInjection,
-    SentenceReorder,
-    detokenize,
-    perturbations_for,
-)
+from hdeval.params import DHPParams
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -210,7 +203,7 @@ def fake_result() -> tuple[DHPResult, LengthScorer]:
         SentenceReorder("major"),
         InstructionInjection(),
     ]
-    result = run_dhp(scorer, make_samples(TEXTS), perturbations, None, None, seed=7)
+    result = run_dhp(scorer, make_samples(TEXTS), perturbations, None, seed=7)
     return result, scorer
 
 
@@ -282,7 +275,7 @@ def test_run_dhp_to_dict_and_plot(fake_result, tmp_path):
 def test_run_dhp_counts_drops():
     texts = [*TEXTS[:3], "Too short."]  # 8 alphanumerics: deletion_minor (k=10) drops it
     result = run_dhp(
-        LengthScorer(), make_samples(texts), [CharacterDeletion("minor")], None, None, seed=1
+        LengthScorer(), make_samples(texts), [CharacterDeletion("minor")], None, seed=1
     )
     assert result.drops == {"deletion_minor": {"fewer than 10 alphanumeric characters": 1}}
     assert result.table.loc["deletion_minor", "n_dropped"] == 1
@@ -336,7 +329,7 @@ def test_dhp_params_task_defaults_to_summarization():
 def test_run_suite_uses_the_tasks_perturbations_and_weights(tmp_path):
     scorer = LengthScorer(("accuracy", "fluency"))
     params = DHPParams(task="translation", n_texts=6)
-    result = run_suite([scorer], make_samples(TEXTS), params, None, None, tmp_path)["length"]
+    result = run_suite([scorer], make_samples(TEXTS), params, None, tmp_path)["length"]
     table = result.table
     assert list(table.index) == [p.name for p in perturbations_for("translation", llm=False)]
     assert result.weights["word_deletion_minor"] == pytest.approx({"accuracy": 0.7, "fluency": 0.3})
@@ -355,7 +348,7 @@ def test_story_suite_swaps_endings_and_reports_missing_wrong_endings(tmp_path):
     scorer = LengthScorer(("coherence", "consistency", "fluency"))
     samples = make_samples(TEXTS)
     params = DHPParams(task="story", n_texts=6, probes=False)
-    result = run_suite([scorer], samples, params, None, None, tmp_path)["length"]
+    result = run_suite([scorer], samples, params, None, tmp_path)["length"]
     table = result.table
     assert list(table.index) == [
         p.name for p in perturbations_for("story", llm=False, probes=False)
@@ -390,7 +383,7 @@ def test_story_wrong_endings_from_a_label_file(tmp_path):
     assert samples["wrong_ending"].tolist() == [None] + [f"No {i}." for i in range(1, len(TEXTS))]
     scorer = LengthScorer(("coherence", "consistency", "fluency"))
     params = DHPParams(task="story", n_texts=len(TEXTS), probes=False)
-    result = run_suite([scorer], samples, params, None, None, tmp_path)["length"]
+    result = run_suite([scorer], samples, params, None, tmp_path)["length"]
     row = result.table.loc["wrong_ending"]
     assert row["n_texts"] == len(TEXTS) - 1 and row["n_dropped"] == 1
     assert result.drops["wrong_ending"] == {"no 'wrong_ending' given": 1}

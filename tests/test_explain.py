@@ -15,20 +15,20 @@ import pytest
 
 from hdeval.aggregators import make_aggregator
 from hdeval.errors import ModelIntegrityError
-from hdeval.explain import (
+from hdeval.explain.runtime import (
     BACKGROUND,
     contributions,
     explain_features,
-    explain_report,
     explain_scores,
     interventional_shapley,
     load_background,
     make_background,
     save_background,
-    shap_explanations,
 )
+from hdeval.explain.shap_report import explain_report, shap_explanations
 from hdeval.onnx_export import export_onnx
-from hdeval.onnx_runtime import OnnxAggregator, file_sha256
+from hdeval.onnx_runtime import OnnxAggregator
+from hdeval.paths import sha256_file
 
 REPO = Path(__file__).resolve().parents[1]
 FEATURES = ["prompt:c0", "prompt:c1", "prompt:c2", "lik:c0", "lik:c1", "lik:_text"]
@@ -271,7 +271,7 @@ def test_background_roundtrip_and_integrity(data, tmp_path) -> None:
     assert background.shape == (10, len(FEATURES)) and background.dtype == np.float32
     path = save_background(tmp_path, background)
     assert path.name == BACKGROUND
-    digest = file_sha256(path)
+    digest = sha256_file(path)
     loaded = load_background(tmp_path, digest, n_features=len(FEATURES))
     np.testing.assert_array_equal(loaded, background.astype(np.float64))
     with pytest.raises(ModelIntegrityError, match="sha256"):
@@ -291,7 +291,7 @@ def test_production_path_needs_neither_sklearn_nor_shap(exported, data, tmp_path
     script = textwrap.dedent(
         f"""
         import json, sys
-        from hdeval.explain import contributions, load_background
+        from hdeval.explain.runtime import contributions, load_background
         from hdeval.onnx_runtime import OnnxAggregator
         aggregator = OnnxAggregator({str(exported["forest"])!r})
         result = contributions(aggregator, {row!r}, load_background({str(tmp_path)!r}))
@@ -332,10 +332,11 @@ def test_explain_scores_on_a_bundle(tmp_path) -> None:
     """The ``hdeval score --explain`` path: Evaluator.load, score_samples, explain_scores."""
     from hdeval.bundle import export_bundle
     from hdeval.cache import ResultCache
+    from hdeval.columns import feature_columns
     from hdeval.criteria import CriteriaTree, Criterion
     from hdeval.evaluator import Evaluator
-    from hdeval.prompts import TaskSpec
-    from hdeval.scoring import feature_columns
+    from hdeval.judge import CachedJudge
+    from hdeval.params import TaskSpec
 
     tree = CriteriaTree(
         [
@@ -344,7 +345,7 @@ def test_explain_scores_on_a_bundle(tmp_path) -> None:
             Criterion("coherence.order", "order", "logical order", "coherence", 2),
         ]
     )
-    names = feature_columns(list(tree), ["prompt"])
+    names = feature_columns([c.id for c in tree], ["prompt"])
     rng = np.random.default_rng(0)
     X = rng.uniform(1, 5, (80, len(names)))
     Y = np.c_[X[:, 0] + 0.5 * X[:, 2], X[:, 1]] + rng.normal(0, 0.1, (80, 2))
@@ -363,7 +364,7 @@ def test_explain_scores_on_a_bundle(tmp_path) -> None:
         sample=X,
     )
     judge = _StandInJudge()
-    evaluator = Evaluator.load(bundle, judge, ResultCache(tmp_path / "cache.sqlite"))
+    evaluator = Evaluator.load(bundle, CachedJudge(judge, ResultCache(tmp_path / "cache.sqlite")))
     samples = pd.DataFrame(
         {"doc_id": ["d1", "d1"], "source": ["An article."] * 2, "output": ["One.", "Two."]},
         index=pd.Index(["a", "b"]),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from hdeval.criteria import CriteriaTree, Criterion
+from hdeval.params import TaskSpec
 from hdeval.prompts import (
-    TaskSpec,
     criterion_prompt,
     likelihood_instruction,
     prompt_segments,

@@ -176,10 +176,10 @@ def test_tampered_weights_fail_the_self_check(kind, exported, tmp_path) -> None:
 
 
 def test_checksum_is_checked(exported) -> None:
-    from hdeval.onnx_runtime import file_sha256
+    from hdeval.paths import sha256_file
 
     path = exported["linear"]
-    OnnxAggregator(path, expected_sha256=file_sha256(path))
+    OnnxAggregator(path, expected_sha256=sha256_file(path))
     with pytest.raises(ModelIntegrityError, match=r"linear.onnx has sha256"):
         OnnxAggregator(path, expected_sha256="0" * 64)
 

@@ -13,31 +13,28 @@ import pytest
 from hdeval.cache import ResultCache
 from hdeval.criteria import CriteriaTree, Criterion
 from hdeval.data import WRONG_ENDING
-from hdeval.errors import ConfigError
-from hdeval.perturb import (
+from hdeval.dhp.catalogue import perturb_all, perturbations_for, summary_perturbations
+from hdeval.dhp.llm_perturbation import (
     CACHE_KIND,
-    DROP_EMPTY,
     DROP_NO_NEW_ENTITY,
-    DROP_NO_OTHER_TEXT,
     DROP_TOO_LONG,
-    DROP_UNCHANGED,
+    LLMPerturbation,
+    entity_tokens,
+    strip_chatter,
+)
+from hdeval.dhp.rules import (
+    DROP_NO_OTHER_TEXT,
     INJECTION_SENTENCE,
-    TASKS,
     CharacterDeletion,
     InstructionInjection,
-    LLMPerturbation,
     RandomTypos,
     Replacement,
     SentenceReorder,
     WordDeletion,
-    detokenize,
-    entity_tokens,
-    perturb_all,
-    perturbations_for,
-    split_sentences,
-    strip_chatter,
-    summary_perturbations,
 )
+from hdeval.dhp.text import DROP_EMPTY, DROP_UNCHANGED, TASKS, detokenize, split_sentences
+from hdeval.errors import ConfigError
+from hdeval.judge import CachedJudge
 
 TEXT = (
     "Andros Townsend was an 83rd minute substitute in Tottenham's draw with Burnley. He was "
@@ -137,19 +134,19 @@ def test_random_replacement_takes_another_documents_text():
     samples = story_samples()
     pert = Replacement("random_ending")
     assert pert.level == "sentence" and pert.method == "rule"
-    tables, drops = perturb_all(samples, [pert], None, None, seed=3)
+    tables, drops = perturb_all(samples, [pert], None, seed=3)
     table = tables["random_ending"]
     assert list(table.index) == ["a1", "a2", "b1", "c1"] and drops["random_ending"] == {}
     for sample_id, row in table.iterrows():
         others = samples.loc[samples["doc_id"] != row["doc_id"], "output"]
         assert row["output"] in set(others)  # never the same story's ending
         assert row["source"] == samples.loc[sample_id, "source"]  # the story itself is kept
-    again, _ = perturb_all(samples, [pert], None, None, seed=3)
+    again, _ = perturb_all(samples, [pert], None, seed=3)
     assert again["random_ending"].equals(table)
-    seeds = [perturb_all(samples, [pert], None, None, seed=s)[0] for s in range(8)]
+    seeds = [perturb_all(samples, [pert], None, seed=s)[0] for s in range(8)]
     assert len({tuple(t["random_ending"]["output"]) for t in seeds}) > 1  # the seed matters
     alone = samples[samples["doc_id"] == "a"]
-    _, drops = perturb_all(alone, [pert], None, None, seed=0)
+    _, drops = perturb_all(alone, [pert], None, seed=0)
     assert drops == {"random_ending": {DROP_NO_OTHER_TEXT: 2}}
     with pytest.raises(ConfigError):
         pert.apply("Tom found it.", seed=0)
@@ -159,13 +156,13 @@ def test_wrong_ending_comes_from_its_column():
     wrong = ["Tom sold the dog.", None, "The cake burnt.", "Sam flew to the moon."]
     samples = story_samples(**{WRONG_ENDING: wrong})
     pert = Replacement("wrong_ending", column=WRONG_ENDING)
-    tables, drops = perturb_all(samples, [pert], None, None, seed=0)
+    tables, drops = perturb_all(samples, [pert], None, seed=0)
     assert tables["wrong_ending"]["output"].to_dict() == {
         "a1": "Tom sold the dog.",
         "c1": "Sam flew to the moon.",
     }
     assert drops == {"wrong_ending": {"no 'wrong_ending' given": 1, DROP_UNCHANGED: 1}}
-    _, drops = perturb_all(story_samples(), [pert], None, None, seed=0)
+    _, drops = perturb_all(story_samples(), [pert], None, seed=0)
     assert drops == {"wrong_ending": {"no 'wrong_ending' given": 4}}
 
 
@@ -340,15 +337,16 @@ def test_task_llm_perturbation_replies_checked_and_cached(tmp_path):
         }
     )
     cache = ResultCache(tmp_path / "cache.sqlite")
+    judge = CachedJudge(backend, cache)
     pert = LLMPerturbation("fictional_entities", "minor", noun="ending")
-    tables, drops = perturb_all(samples, [pert], backend, cache, seed=0)
+    tables, drops = perturb_all(samples, [pert], judge, seed=0)
     assert tables[pert.name]["output"].to_dict() == {
         "a1": "Karvel found it.",
         "c1": "Sam won 3 medals.",
     }
     assert drops == {pert.name: {DROP_UNCHANGED: 1, DROP_NO_NEW_ENTITY: 1}}
     assert backend.calls == 4 and cache.info()["results"] == {CACHE_KIND: 4}
-    again, drops_again = perturb_all(samples, [pert], backend, cache, seed=0)
+    again, drops_again = perturb_all(samples, [pert], judge, seed=0)
     assert backend.calls == 4 and drops_again == drops
     assert again[pert.name].equals(tables[pert.name])
 
@@ -372,9 +370,10 @@ def test_identical_and_empty_llm_output_dropped_and_counted(tmp_path):
         }
     )
     cache = ResultCache(tmp_path / "cache.sqlite")
+    judge = CachedJudge(backend, cache)
     pert = LLMPerturbation("fictional_entities", "minor")
     assert pert.level == "word" and pert.needs_llm
-    tables, drops = perturb_all(samples, [pert], backend, cache, seed=0)
+    tables, drops = perturb_all(samples, [pert], judge, seed=0)
     assert drops == {pert.name: {DROP_UNCHANGED: 1, DROP_EMPTY: 2}}
     table = tables[pert.name]
     assert list(table.index) == ["c"]
@@ -382,12 +381,12 @@ def test_identical_and_empty_llm_output_dropped_and_counted(tmp_path):
     assert table.loc["c", "doc_id"] == "c" and table.loc["c", "source"] == "src"
     assert backend.calls == 4
     assert cache.info()["results"] == {CACHE_KIND: 4}
-    again, drops_again = perturb_all(samples, [pert], backend, cache, seed=0)
+    again, drops_again = perturb_all(samples, [pert], judge, seed=0)
     assert backend.calls == 4  # every reply served from the cache
     assert drops_again == drops and again[pert.name].equals(table)
 
 
-def test_llm_replies_that_visibly_failed_are_dropped():
+def test_llm_replies_that_visibly_failed_are_dropped(tmp_path):
     original = "Maria Lopez won the race in Boston. She finished in 2 hours."
     entities = LLMPerturbation("fictional_entities", "major")
     assert entities.failed_check(original, "Maria Lopez won a race in Boston. She was fast.")
@@ -399,15 +398,14 @@ def test_llm_replies_that_visibly_failed_are_dropped():
     assert insertion.failed_check(original, longer) is None
     assert LLMPerturbation("grammar").failed_check(original, merged) is None
     backend = CannedBackend({"Maria": merged})
-    out = insertion.apply(original, seed=0, backend=backend)
+    judge = CachedJudge(backend, ResultCache(tmp_path / "cache.sqlite"))
+    out = insertion.apply(original, seed=0, judge=judge)
     assert not out.ok and out.reason == "no sentence inserted"
 
 
-def test_llm_perturbation_needs_a_backend():
+def test_llm_perturbation_needs_a_judge():
     with pytest.raises(ConfigError):
-        perturb_all(
-            pd.DataFrame({"output": ["x"]}), [LLMPerturbation("grammar")], None, None, seed=0
-        )
+        perturb_all(pd.DataFrame({"output": ["x"]}), [LLMPerturbation("grammar")], None, seed=0)
     with pytest.raises(ConfigError):
         LLMPerturbation("paraphrase")
 
@@ -453,7 +451,8 @@ def test_llm_perturbations_on_the_real_model(embedded_backend, summeval_rows, tm
     ]
     backend = CountingBackend(embedded_backend)
     cache = ResultCache(tmp_path / "cache.sqlite")
-    tables, drops = perturb_all(samples, perturbations, backend, cache, seed=0)
+    judge = CachedJudge(backend, cache)
+    tables, drops = perturb_all(samples, perturbations, judge, seed=0)
     assert backend.generations == 4
     for pert in perturbations:
         table = tables[pert.name]
@@ -461,14 +460,16 @@ def test_llm_perturbations_on_the_real_model(embedded_backend, summeval_rows, tm
         for sample_id, text in table["output"].items():
             assert text.strip() and text != samples.loc[sample_id, "output"]
     hits = cache.hits
-    again, drops_again = perturb_all(samples, perturbations, backend, cache, seed=0)
+    again, drops_again = perturb_all(samples, perturbations, judge, seed=0)
     assert backend.generations == 4 and cache.hits == hits + 4
     assert drops_again == drops
     assert all(again[p.name].equals(tables[p.name]) for p in perturbations)
 
 
 @pytest.mark.model
-def test_text_too_long_for_the_perturber_is_dropped_not_fatal(embedded_dir, summeval_rows):
+def test_text_too_long_for_the_perturber_is_dropped_not_fatal(
+    embedded_dir, summeval_rows, tmp_path
+):
     from hdeval.llm.local import TransformersBackend
 
     small = TransformersBackend(embedded_dir, max_context=128)
@@ -478,7 +479,8 @@ def test_text_too_long_for_the_perturber_is_dropped_not_fatal(embedded_dir, summ
         index=pd.Index(["x", "y"], name="id"),
     )
     grammar = LLMPerturbation("grammar", "minor")
-    tables, drops = perturb_all(samples, [grammar], small, None, seed=0)
+    judge = CachedJudge(small, ResultCache(tmp_path / "cache.sqlite"))
+    tables, drops = perturb_all(samples, [grammar], judge, seed=0)
     assert drops[grammar.name][DROP_TOO_LONG] == 1
     assert "x" not in tables[grammar.name].index
     assert small.tokens.completion > 0  # the short text was still perturbed
@@ -501,7 +503,8 @@ def test_task_llm_perturbations_on_the_real_model(embedded_backend, tmp_path):
     ]
     backend = CountingBackend(embedded_backend)
     cache = ResultCache(tmp_path / "cache.sqlite")
-    tables, drops = perturb_all(samples, [entities, grammar], backend, cache, seed=0)
+    judge = CachedJudge(backend, cache)
+    tables, drops = perturb_all(samples, [entities, grammar], judge, seed=0)
     assert backend.generations == 4 and cache.info()["results"] == {CACHE_KIND: 4}
     known = {DROP_EMPTY, DROP_UNCHANGED, DROP_NO_NEW_ENTITY}
     for pert in (entities, grammar):
@@ -513,7 +516,7 @@ def test_task_llm_perturbations_on_the_real_model(embedded_backend, tmp_path):
             assert text.strip() and "".join(text.split()) != "".join(original.split())
             assert pert.failed_check(original, text) is None
     hits = cache.hits
-    again, drops_again = perturb_all(samples, [entities, grammar], backend, cache, seed=0)
+    again, drops_again = perturb_all(samples, [entities, grammar], judge, seed=0)
     assert backend.generations == 4 and cache.hits == hits + 4  # every reply from the cache
     assert drops_again == drops
     assert all(again[p.name].equals(tables[p.name]) for p in (entities, grammar))
@@ -530,12 +533,12 @@ TREE = CriteriaTree(
 class TreePromptScorer:
     """A TextScorer: the judge's expected 1..5 score per criterion of a 2-aspect tree."""
 
-    def __init__(self, backend, cache: ResultCache) -> None:
-        from hdeval.scoring import CriterionScorer
+    def __init__(self, judge: CachedJudge) -> None:
+        from hdeval.criterion_scorer import CriterionScorer
 
         self.name = "prompt-2-aspects"
         self.metrics = [c.id for c in TREE]
-        self.scorer = CriterionScorer(backend, cache, modes=("prompt",))
+        self.scorer = CriterionScorer(judge, modes=("prompt",))
 
     def score(self, samples: pd.DataFrame) -> pd.DataFrame:
         run = self.scorer.score(samples, TREE, progress=False)
@@ -544,8 +547,8 @@ class TreePromptScorer:
 
 @pytest.mark.model
 def test_tiny_dhp_run_on_the_real_model(embedded_backend, summeval_rows, tmp_path):
-    from hdeval.dhp import run_dhp
-    from hdeval.scorers import TextScorer
+    from hdeval.dhp.benchmark import run_dhp
+    from hdeval.text_scorers import TextScorer
 
     cache = ResultCache(tmp_path / "cache.sqlite")
     # the 3 shortest references (of the 2 fixture documents) that both perturbations can change
@@ -566,10 +569,10 @@ def test_tiny_dhp_run_on_the_real_model(embedded_backend, summeval_rows, tmp_pat
         },
         index=pd.Index(["t0", "t1", "t2"], name="id"),
     )
-    scorer = TreePromptScorer(embedded_backend, cache)
+    scorer = TreePromptScorer(CachedJudge(embedded_backend, cache))
     assert isinstance(scorer, TextScorer)
     perturbations = [CharacterDeletion("major"), SentenceReorder("major")]
-    result = run_dhp(scorer, samples, perturbations, None, cache, seed=0)
+    result = run_dhp(scorer, samples, perturbations, None, seed=0)
     table = result.table
     assert list(table.index) == ["deletion_major", "reorder_major"]
     assert {"p:coherence", "p:fluency", "p", "D", "p_ew", "D_ew"} <= set(table.columns)

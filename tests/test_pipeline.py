@@ -26,7 +26,7 @@ def _run(args: list[str], cwd: Path, env: dict) -> str:
 def project(tmp_path_factory, embedded_dir):
     """A copy of the pipeline with 4 documents x 4 summaries and one aspect, 3 layers."""
     root = tmp_path_factory.mktemp("project")
-    for name in ("dvc.yaml", "pipelines"):
+    for name in ("dvc.yaml", "pipelines", "hdeval"):
         source = REPO / name
         (shutil.copytree if source.is_dir() else shutil.copy)(source, root / name)
     with open(REPO / "data" / "summeval" / "summeval.jsonl", encoding="utf-8") as handle:
@@ -56,7 +56,7 @@ def project(tmp_path_factory, embedded_dir):
         **os.environ,
         "PATH": bin_dir + os.pathsep + os.environ["PATH"],
         "HDEVAL_CACHE": str(root / "llm-cache.sqlite"),
-        "PYTHONPATH": str(REPO),
+        "PYTHONPATH": str(root),
     }
     _run([f"{bin_dir}/dvc", "init", "--no-scm", "-q"], root, env)
     return root, env, rows, params
@@ -93,6 +93,15 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     assert "predicted_vs_human" in _run([dvc, "plots", "show", "--json"], root, env)
 
     assert "up to date" in _run([dvc, "status"], root, env)
+    prompts = root / "hdeval" / "prompts.py"
+    original = prompts.read_text()
+    prompts.write_text(original + "\n# an edited template\n")
+    try:
+        changed = set(json.loads(_run([dvc, "status", "--json"], root, env).splitlines()[-1]))
+    finally:
+        prompts.write_text(original)
+    layers = {"layer@1", "layer@2", "layer@3"}
+    assert changed == layers | {"train", "evaluate", "baselines", "dhp"}
     again = _run([dvc, "repro"], root, env)
     assert "didn't change, skipping" in again and "Running stage" not in again
 

@@ -8,10 +8,10 @@ import pytest
 from sklearn.linear_model import LinearRegression
 
 import hdeval.pruning as pruning
+from hdeval.columns import criterion_of
 from hdeval.errors import ConfigError
 from hdeval.pruning import (
     criterion_importances,
-    criterion_of,
     group_folds,
     permutation_importances,
     select_for_decomposition,

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from hdeval.cache import ResultCache
+from hdeval.columns import UNCONDITIONED
 from hdeval.criteria import CriteriaTree, Criterion
-from hdeval.scoring import UNCONDITIONED, CriterionScorer
+from hdeval.criterion_scorer import CriterionScorer
+from hdeval.judge import CachedJudge
 from tests.processes import kill_when, start_worker
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,7 +39,7 @@ def samples():
 @pytest.mark.model
 def test_two_samples_two_criteria_both_modes_then_all_cached(embedded_backend, samples, tmp_path):
     cache = ResultCache(tmp_path / "cache.sqlite")
-    scorer = CriterionScorer(embedded_backend, cache, modes=("prompt", "likelihood"))
+    scorer = CriterionScorer(CachedJudge(embedded_backend, cache), modes=("prompt", "likelihood"))
     first = scorer.score(samples.iloc[:2], TREE, progress=False)
     assert list(first.features.columns) == [
         "prompt:coherence",
@@ -53,7 +55,7 @@ def test_two_samples_two_criteria_both_modes_then_all_cached(embedded_backend, s
     assert (first.features.filter(like="lik:").to_numpy() < 0).all()
 
     again = CriterionScorer(
-        embedded_backend, ResultCache(cache.path), modes=("prompt", "likelihood")
+        CachedJudge(embedded_backend, ResultCache(cache.path)), modes=("prompt", "likelihood")
     )
     second = again.score(samples.iloc[:2], TREE, progress=False)
     assert second.computed == 0 and second.cached == 10
@@ -63,7 +65,7 @@ def test_two_samples_two_criteria_both_modes_then_all_cached(embedded_backend, s
 @pytest.mark.model
 def test_failures_are_recorded_not_cached_and_retried(embedded_backend, samples, tmp_path):
     cache = ResultCache(tmp_path / "cache.sqlite")
-    strict = CriterionScorer(embedded_backend, cache)
+    strict = CriterionScorer(CachedJudge(embedded_backend, cache))
     embedded_backend.min_digit_mass, saved = 1.01, embedded_backend.min_digit_mass
     try:
         run = strict.score(samples.iloc[:1], TREE, progress=False)
@@ -94,7 +96,7 @@ def test_resume_after_kill_minus_nine_loses_no_completed_score(embedded_backend,
     stored = _stored(path)
     assert 4 <= stored < 2 * n_samples
 
-    resumed = CriterionScorer(embedded_backend, ResultCache(path)).score(
+    resumed = CriterionScorer(CachedJudge(embedded_backend, ResultCache(path))).score(
         samples.iloc[:n_samples], TREE, progress=False
     )
     assert resumed.cached == stored
@@ -103,28 +105,30 @@ def test_resume_after_kill_minus_nine_loses_no_completed_score(embedded_backend,
 
 
 @pytest.fixture
-def judge(embedded_backend):
-    """The embedded judge; a test may lower its context length, which is restored afterwards."""
+def backend(embedded_backend):
+    """The embedded backend; a test may lower its context length, which is restored afterwards."""
     saved = embedded_backend.max_context
     yield embedded_backend
     embedded_backend.max_context = saved
 
 
 @pytest.mark.model
-def test_text_longer_than_the_context_is_truncated_counted_and_scored(judge, samples, tmp_path):
-    from hdeval.prompts import TaskSpec, prompt_segments
+def test_text_longer_than_the_context_is_truncated_counted_and_scored(backend, samples, tmp_path):
+    from hdeval.params import TaskSpec
+    from hdeval.prompts import prompt_segments
     from hdeval.truncation import ContextOverflow
 
     two = samples.iloc[:2]
-    model_context, judge.max_context = judge.max_context, 300
+    model_context, backend.max_context = backend.max_context, 300
     whole = prompt_segments(TaskSpec(), two.iloc[0]["source"], two.iloc[0]["output"])
-    assert judge.prompt_tokens(whole, "") > 300  # the articles do not fit
+    assert backend.prompt_tokens(whole, "") > 300  # the articles do not fit
     with pytest.raises(ContextOverflow, match="context of 300 tokens"):
-        judge.digit_scores(whole, ["Score (1-5):"])  # refused before it reaches the model
+        backend.digit_scores(whole, ["Score (1-5):"])  # refused before it reaches the model
 
     path = tmp_path / "cache.sqlite"
     modes = ("prompt", "likelihood")
-    run = CriterionScorer(judge, ResultCache(path), modes=modes).score(two, TREE, progress=False)
+    scorer = CriterionScorer(CachedJudge(backend, ResultCache(path)), modes=modes)
+    run = scorer.score(two, TREE, progress=False)
     assert run.failures == [] and run.features.notna().all().all()
     assert run.computed == 2 * 5
     assert sorted((t.sample_id, t.mode) for t in run.truncations) == sorted(
@@ -136,37 +140,40 @@ def test_text_longer_than_the_context_is_truncated_counted_and_scored(judge, sam
     assert "2 samples truncated to the judge's context" in run.summary()
 
     # Same rule, same cut prompts, same cache keys: all from cache, and counted again.
-    again = CriterionScorer(judge, ResultCache(path), modes=modes).score(two, TREE, progress=False)
+    scorer = CriterionScorer(CachedJudge(backend, ResultCache(path)), modes=modes)
+    again = scorer.score(two, TREE, progress=False)
     assert again.computed == 0 and again.features.equals(run.features)
     assert again.truncations == run.truncations
 
     # The cut prompts are cached under their own keys: a whole prompt is scored anew.
-    judge.max_context = model_context
-    whole_run = CriterionScorer(judge, ResultCache(path)).score(two[:1], TREE, progress=False)
+    backend.max_context = model_context
+    scorer = CriterionScorer(CachedJudge(backend, ResultCache(path)))
+    whole_run = scorer.score(two[:1], TREE, progress=False)
     assert whole_run.computed == 2 and whole_run.truncations == []
 
 
 @pytest.mark.model
-def test_text_is_cut_once_the_source_is_gone_and_a_too_long_frame_fails(judge, samples, tmp_path):
-    from hdeval.prompts import TaskSpec, criterion_prompt, prompt_segments
+def test_text_is_cut_once_the_source_is_gone_and_a_too_long_frame_fails(backend, samples, tmp_path):
+    from hdeval.params import TaskSpec
+    from hdeval.prompts import criterion_prompt, prompt_segments
 
     row = samples.iloc[:1]
     suffixes = [criterion_prompt(TaskSpec(), c, None) for c in TREE]
-    longest = max(suffixes, key=lambda s: len(judge.tokenize(s)))
-    frame = judge.prompt_tokens(prompt_segments(TaskSpec(), "", ""), longest)
+    longest = max(suffixes, key=lambda s: len(backend.tokenize(s)))
+    frame = backend.prompt_tokens(prompt_segments(TaskSpec(), "", ""), longest)
     cache = ResultCache(tmp_path / "cache.sqlite")
 
-    judge.max_context = frame + 8
-    run = CriterionScorer(judge, cache).score(row, TREE, progress=False)
+    backend.max_context = frame + 8
+    run = CriterionScorer(CachedJudge(backend, cache)).score(row, TREE, progress=False)
     (cut,) = run.truncations
-    assert cut.source_tokens_cut == len(judge.tokenize(row.iloc[0]["source"]))  # all of it
+    assert cut.source_tokens_cut == len(backend.tokenize(row.iloc[0]["source"]))  # all of it
     assert cut.text_tokens_cut > 0
     # A 0.5B judge may not answer a near-empty prompt with a digit: that is a recorded failure,
     # never an exception and never a made-up score.
     assert run.features.notna().sum().sum() + len(run.failures) == 2
 
-    judge.max_context = frame - 5  # not even the prompt without source and text fits
-    run = CriterionScorer(judge, cache).score(row, TREE, progress=False)
+    backend.max_context = frame - 5  # not even the prompt without source and text fits
+    run = CriterionScorer(CachedJudge(backend, cache)).score(row, TREE, progress=False)
     assert run.features.isna().all().all() and run.computed == 0 and run.truncations == []
     assert len(run.failures) == 2
     assert all(f"context of {frame - 5} tokens" in f.reason for f in run.failures)

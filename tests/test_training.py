@@ -12,18 +12,18 @@ import pytest
 
 from hdeval.cache import ResultCache
 from hdeval.criteria import CriteriaTree, Criterion
+from hdeval.end_to_end import train_evaluator
 from hdeval.errors import ModelIntegrityError
 from hdeval.evaluator import Evaluator
-from hdeval.training import HierarchyParams
-from hdeval.workflow import (
+from hdeval.judge import CachedJudge
+from hdeval.params import (
     AggregatorParams,
     DataParams,
     EvaluateParams,
-    TrainConfig,
-    train_evaluator,
+    HierarchyParams,
+    Params,
 )
 
-pytestmark = pytest.mark.model
 REPO = Path(__file__).resolve().parents[1]
 
 ASPECTS = ["coherence", "fluency"]
@@ -48,8 +48,8 @@ def tiny(tmp_path_factory):
     return root, labels, len(rows)
 
 
-def _config(root, labels, kind: str) -> TrainConfig:
-    return TrainConfig(
+def _config(root, labels, kind: str) -> Params:
+    return Params(
         data=DataParams(
             path=labels,
             aspects=ASPECTS,
@@ -58,19 +58,23 @@ def _config(root, labels, kind: str) -> TrainConfig:
             test_fraction=0.25,
             seed=0,
         ),
-        hierarchy=HierarchyParams(layers=2, children=2, top_k=1, cv_folds=2, importance_repeats=2),
+        hierarchy=HierarchyParams(
+            layers=2, children=2, top_k=1, modes=["prompt"], cv_folds=2, importance_repeats=2
+        ),
         aggregator=AggregatorParams(kind=kind, n_trials=2, cv_folds=2),
         evaluate=EvaluateParams(bootstrap=10),
     )
 
 
+@pytest.mark.model
 def test_train_every_aggregator_export_and_score_through_onnx(tiny, embedded_backend, tmp_path):
     root, labels, _ = tiny
     cache = ResultCache(root / "cache.sqlite")
+    judge = CachedJudge(embedded_backend, cache)
     for kind in ("linear", "tree", "forest", "mlp"):
         bundle = tmp_path / kind
         metrics = train_evaluator(
-            _config(root, labels, kind), embedded_backend, cache, bundle, tmp_path / "work", False
+            _config(root, labels, kind), judge, bundle, tmp_path / "work", progress=False
         )
         layers = metrics["layers"]
         assert [r["layer"] for r in layers] == [1, 2]
@@ -80,12 +84,12 @@ def test_train_every_aggregator_export_and_score_through_onnx(tiny, embedded_bac
         assert card["llm_identity"] == embedded_backend.identity
         assert len(card["feature_names"]) == len(CriteriaTree.from_yaml(bundle / "criteria.yaml"))
 
-        evaluator = Evaluator.load(bundle, embedded_backend, cache)
+        evaluator = Evaluator.load(bundle, judge)
         result = evaluator.score(
             "The cat sat on the mat all day. It did not move.", "A cat sat on a mat."
         )
         assert set(result["aspects"]) == set(ASPECTS)
-        assert all(math.isfinite(v) for v in result["aspects"].values()), result
+        assert all(v is not None and math.isfinite(v) for v in result["aspects"].values()), result
         assert set(result["criteria"]) == set(card["feature_names"])
 
     tree = CriteriaTree.from_yaml(tmp_path / "linear" / "criteria.yaml")
@@ -93,28 +97,29 @@ def test_train_every_aggregator_export_and_score_through_onnx(tiny, embedded_bac
     assert cache.info()["results"]["decompose"] == 2
 
 
+@pytest.mark.model
 def test_bundle_refuses_mismatched_criteria_and_judge(tiny, embedded_backend, tmp_path):
     root, labels, _ = tiny
     cache = ResultCache(root / "cache.sqlite")
+    judge = CachedJudge(embedded_backend, cache)
     bundle = tmp_path / "b"
-    train_evaluator(
-        _config(root, labels, "linear"), embedded_backend, cache, bundle, tmp_path, False
-    )
+    train_evaluator(_config(root, labels, "linear"), judge, bundle, tmp_path, progress=False)
 
-    class OtherJudge:
+    class OtherBackend:
         identity = "openai-compatible:some-other-model"
 
     with pytest.raises(ModelIntegrityError, match="trained with judge"):
-        Evaluator.load(bundle, OtherJudge(), cache)
+        Evaluator.load(bundle, CachedJudge(OtherBackend(), cache))
 
     text = (bundle / "criteria.yaml").read_text()
     edited = text.replace("well-structured and organized", "well-structured", 1)
     assert edited != text
     (bundle / "criteria.yaml").write_text(edited)
     with pytest.raises(ModelIntegrityError, match="criteria hash"):
-        Evaluator.load(bundle, embedded_backend, cache)
+        Evaluator.load(bundle, judge)
 
 
+@pytest.mark.model
 def test_cli_score_writes_jsonl_rows(tiny, embedded_backend, tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
@@ -123,14 +128,8 @@ def test_cli_score_writes_jsonl_rows(tiny, embedded_backend, tmp_path, monkeypat
     root, labels, _ = tiny
     monkeypatch.setenv("HDEVAL_CACHE", str(root / "cache.sqlite"))
     bundle = tmp_path / "b"
-    train_evaluator(
-        _config(root, labels, "linear"),
-        embedded_backend,
-        ResultCache(root / "cache.sqlite"),
-        bundle,
-        tmp_path,
-        False,
-    )
+    judge = CachedJudge(embedded_backend, ResultCache(root / "cache.sqlite"))
+    train_evaluator(_config(root, labels, "linear"), judge, bundle, tmp_path, progress=False)
     inputs = tmp_path / "in.jsonl"
     inputs.write_text("".join(labels.read_text().splitlines(keepends=True)[:2]))
     out = tmp_path / "out.jsonl"
@@ -152,8 +151,16 @@ def test_cli_score_writes_jsonl_rows(tiny, embedded_backend, tmp_path, monkeypat
 
 def test_production_path_imports_no_training_libraries():
     code = (
-        "import sys, hdeval.evaluator, hdeval.cli;"
+        "import sys, hdeval.evaluator, hdeval.explain.runtime, hdeval.cli;"
         "bad = [m for m in ('sklearn', 'optuna', 'skl2onnx', 'shap') if m in sys.modules];"
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+
+
+@pytest.mark.parametrize("module", ["hdeval.evaluator", "hdeval.explain.runtime"])
+def test_production_scoring_imports_no_pandas(module):
+    """Scoring with a bundle and explaining its scores need numpy and onnxruntime only."""
+    code = f"import sys, {module}; assert 'pandas' not in sys.modules, 'pandas imported'"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stderr

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from hdeval.config import LLMConfig
 from hdeval.llm.types import ContextLimited
+from hdeval.params import LLMConfig
 from hdeval.truncation import ContextOverflow, Fitted, fit_to_context
 
 FRAME = 10  # tokens of a prompt besides the source and the text

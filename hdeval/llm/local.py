@@ -27,10 +27,11 @@ from pathlib import Path
 
 import torch
 
-from hdeval.embedded import MANIFEST, sha256_file
+from hdeval.embedded import MANIFEST
 from hdeval.errors import ConfigError
 from hdeval.llm.digits import DEFAULT_MIN_MASS
 from hdeval.llm.types import SCORE_DIGITS, DigitScore, LogLikelihood, TokenCounts
+from hdeval.paths import sha256_file
 from hdeval.truncation import ContextOverflow
 
 log = logging.getLogger(__name__)

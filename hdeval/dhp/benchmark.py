@@ -1,23 +1,16 @@
-"""DHP discernment of any :class:`~hdeval.scorers.TextScorer` (Wang et al., DHP benchmark).
+"""DHP discernment of any :class:`~hdeval.text_scorers.TextScorer` (Wang et al., DHP benchmark).
 
-Good texts (for SummEval: reference summaries of held-out documents) are degraded by the
-perturbations of :mod:`hdeval.perturb`; the scorer scores originals and perturbed copies, and for
-each perturbation and metric a one-sided Wilcoxon signed-rank test asks whether originals score
-higher. The metrics' p-values are combined by the harmonic mean p-value (HMP), equally weighted
-(``p``) or with expert weights (``p_ew``), and turned into discernment scores
-``D = log_0.05(p)``: D > 1 means the scorer separates original and perturbed texts at the 0.05
-level. ``D_avg`` averages D so that each perturbation level (character, word, sentence) counts
-equally; ``D_min`` is the worst perturbation.
-
-Probes (``instruction_injection``) are not part of DHP's averages: for them the expected
-direction is "original >= perturbed", and the table reports ``D_reward``, the discernment of the
-opposite test (perturbed scored higher). A robust evaluator has ``D_reward_ew < 1``.
+Good texts are degraded by the perturbations of :mod:`hdeval.dhp.catalogue`; the scorer scores
+originals and perturbed copies, and for each perturbation and metric a one-sided Wilcoxon
+signed-rank test asks whether originals score higher. The p-values are combined by the harmonic
+mean p-value, equally weighted (``p``) or with expert weights (``p_ew``), and turned into
+``D = log_0.05(p)``: D > 1 separates original and perturbed texts at the 0.05 level. Probes
+(``instruction_injection``) are not part of the averages; their table reports ``D_reward``.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,184 +19,24 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hdeval.cache import ResultCache
 from hdeval.data import OPTIONAL_COLUMNS, LabelledData
+from hdeval.dhp.catalogue import perturb_all
+from hdeval.dhp.rules import Perturbation
+from hdeval.dhp.statistics import (
+    _finite_min,
+    discernment,
+    harmonic_mean_p,
+    level_weighted_average,
+    wilcoxon_p,
+)
+from hdeval.dhp.text import detokenize
+from hdeval.dhp.weights import resolve_weights
 from hdeval.errors import ConfigError, HDEvalError
-from hdeval.llm.types import LLMBackend
-from hdeval.perturb import Perturbation, detokenize, perturb_all
-from hdeval.scorers import TextScorer
-
-ALPHA = 0.05
-
-#: Expert weights per task and perturbation family (the name without ``_minor``/``_major``): how
-#: much each of the task's DHP metrics (paper, Appendix A) should be hurt. OUR OWN choice, not the
-#: paper's numbers (DHP shows its survey results only as a figure). Summaries (SummEval aspects):
-#: character noise and grammar errors hurt fluency; fictional entities hurt consistency;
-#: reordering hurts coherence; reworded insertions with unsupported details hurt consistency,
-#: relevance (extra content) and coherence (redundancy). Story endings (coherence, consistency,
-#: fluency): noise and grammar hurt fluency; a fictional entity breaks consistency with the
-#: story; another story's ending breaks coherence and consistency alike, the data set's wrong
-#: ending (plausible, but contradicting the story) mostly consistency. Answers have one metric
-#: (answer quality), which gets weight 1 anyway: no table needed. Translations (MQM accuracy,
-#: fluency): noise and grammar hurt fluency; deleted words are omissions and fictional entities
-#: mistranslations, both accuracy errors. The injection probe weighs every metric equally:
-#: rewarding it is a failure.
-EXPERT_WEIGHTS: dict[str, dict[str, dict[str, float]]] = {
-    "summarization": {
-        "deletion": {"fluency": 0.7, "coherence": 0.2, "relevance": 0.1},
-        "typo": {"fluency": 0.8, "coherence": 0.1, "relevance": 0.1},
-        "fictional_entities": {"consistency": 0.8, "relevance": 0.2},
-        "grammar": {"fluency": 0.8, "coherence": 0.2},
-        "reorder": {"coherence": 0.9, "fluency": 0.1},
-        "rewrite_insert": {"consistency": 0.4, "relevance": 0.3, "coherence": 0.3},
-        "instruction_injection": {
-            "coherence": 0.25,
-            "consistency": 0.25,
-            "fluency": 0.25,
-            "relevance": 0.25,
-        },
-    },
-    "story": {
-        "deletion": {"fluency": 0.8, "coherence": 0.2},
-        "typo": {"fluency": 0.9, "coherence": 0.1},
-        "fictional_entities": {"consistency": 0.8, "coherence": 0.2},
-        "grammar": {"fluency": 0.8, "coherence": 0.2},
-        "random_ending": {"coherence": 0.5, "consistency": 0.5},
-        "wrong_ending": {"consistency": 0.7, "coherence": 0.3},
-        "instruction_injection": {"coherence": 1.0, "consistency": 1.0, "fluency": 1.0},
-    },
-    "qa": {},
-    "translation": {
-        "deletion": {"fluency": 0.8, "accuracy": 0.2},
-        "typo": {"fluency": 0.9, "accuracy": 0.1},
-        "word_deletion": {"accuracy": 0.7, "fluency": 0.3},
-        "fictional_entities": {"accuracy": 1.0},
-        "grammar": {"fluency": 0.9, "accuracy": 0.1},
-        "instruction_injection": {"accuracy": 0.5, "fluency": 0.5},
-    },
-}
-DEFAULT_EXPERT_WEIGHTS = EXPERT_WEIGHTS["summarization"]
+from hdeval.judge import CachedJudge
+from hdeval.text_scorers import TextScorer
 
 ORIGINAL = "original"
 _ID_SEP = "/"
-
-
-# --------------------------------------------------------------------------- statistics
-
-
-def wilcoxon_p(original: Sequence[float], perturbed: Sequence[float]) -> float:
-    """One-sided Wilcoxon signed-rank p-value for "original scores higher than perturbed".
-
-    ``scipy.stats.wilcoxon`` with ``alternative="greater"`` and its defaults (zero differences
-    dropped; exact distribution for small samples without ties). Pairs with a NaN on either side
-    are dropped; no pair left gives NaN. When every remaining pair is equal there is no evidence
-    that the original is better, and the p-value is 1.0 (scipy itself would return NaN).
-    """
-    from scipy.stats import wilcoxon
-
-    a = np.asarray(original, dtype=float)
-    b = np.asarray(perturbed, dtype=float)
-    if a.shape != b.shape:
-        raise ValueError(f"paired samples differ in length: {a.shape} vs {b.shape}")
-    keep = np.isfinite(a) & np.isfinite(b)
-    a, b = a[keep], b[keep]
-    if a.size == 0:
-        return math.nan
-    if np.all(a == b):
-        return 1.0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # small-sample normal approximation
-        return float(wilcoxon(a, b, alternative="greater").pvalue)
-
-
-def harmonic_mean_p(pvalues: Sequence[float], weights: Sequence[float] | None = None) -> float:
-    """Weighted harmonic mean p-value (Wilson 2019): ``sum(w) / sum(w / p)``, weights summing to 1.
-
-    ``scipy.stats.combine_pvalues`` has no harmonic method, so this is ``scipy.stats.hmean``
-    with weights normalised to sum 1; equal weights when ``weights`` is None. NaN p-values are
-    left out with their weights; nothing left (or zero total weight) gives NaN.
-
-    The DHP paper prints the unweighted form as ``1 / sum(1 / p)``, which is M times smaller; we
-    use Wilson's definition for both forms, so one metric's p is returned unchanged.
-    """
-    from scipy.stats import hmean
-
-    p = np.asarray(pvalues, dtype=float)
-    w = np.ones_like(p) if weights is None else np.asarray(weights, dtype=float)
-    if p.shape != w.shape:
-        raise ValueError(f"{p.size} p-values but {w.size} weights")
-    if np.any(w < 0) or not np.all(np.isfinite(w)):
-        raise ValueError(f"weights must be finite and non-negative, got {w.tolist()}")
-    if np.any((p < 0) | (p > 1)):
-        raise ValueError(f"p-values must lie in [0, 1], got {p.tolist()}")
-    keep = np.isfinite(p)
-    p, w = p[keep], w[keep]
-    if p.size == 0 or w.sum() <= 0:
-        return math.nan
-    w = w / w.sum()
-    if np.any((p == 0) & (w > 0)):
-        return 0.0
-    return float(hmean(p[w > 0], weights=w[w > 0]))
-
-
-def discernment(p: float) -> float:
-    """``D = log_0.05(p) = log(p) / log(0.05)``: 1 at p = 0.05, 2 at p = 0.0025, 0 at p = 1."""
-    if p is None or not math.isfinite(p):
-        return math.nan
-    if p <= 0:
-        return math.inf
-    return math.log(p) / math.log(ALPHA) + 0.0
-
-
-def level_weighted_average(values: Sequence[float], levels: Sequence[str]) -> float:
-    """Mean over levels of the mean within each level: every level present counts equally.
-
-    Non-finite values (perturbations with no usable pairs) are left out; none left gives NaN.
-    """
-    if len(values) != len(levels):
-        raise ValueError(f"{len(values)} values but {len(levels)} levels")
-    by_level: dict[str, list[float]] = {}
-    for value, level in zip(values, levels, strict=True):
-        if value is not None and math.isfinite(value):
-            by_level.setdefault(level, []).append(float(value))
-    if not by_level:
-        return math.nan
-    return float(np.mean([np.mean(v) for v in by_level.values()]))
-
-
-def _finite_min(values: Sequence[float]) -> float:
-    finite = [float(v) for v in values if v is not None and math.isfinite(v)]
-    return min(finite) if finite else math.nan
-
-
-# --------------------------------------------------------------------------- weights
-
-
-def _family(name: str) -> str:
-    for suffix in ("_minor", "_major"):
-        if name.endswith(suffix):
-            return name[: -len(suffix)]
-    return name
-
-
-def resolve_weights(
-    name: str, metrics: Sequence[str], weights: Mapping[str, Mapping[str, float]] | None
-) -> tuple[dict[str, float], str]:
-    """Expert weights of perturbation ``name`` over ``metrics``, normalised to sum 1.
-
-    Looked up by full name, then by family (name without ``_minor``/``_major``). Metrics the
-    weights do not name get 0. Returns (weights, source): source is "expert", or "equal" when no
-    weight names one of the scorer's metrics (e.g. a scorer with a single "overall" metric).
-    """
-    table = DEFAULT_EXPERT_WEIGHTS if weights is None else weights
-    given = table.get(name, table.get(_family(name), {}))
-    raw = {m: float(given.get(m, 0.0)) for m in metrics}
-    if any(v < 0 or not math.isfinite(v) for v in raw.values()):
-        raise ConfigError(f"expert weights of {name!r} must be non-negative: {dict(given)}")
-    total = sum(raw.values())
-    if total <= 0:
-        return {m: 1.0 / len(metrics) for m in metrics}, "equal"
-    return {m: v / total for m, v in raw.items()}, "expert"
 
 
 # --------------------------------------------------------------------------- samples
@@ -321,8 +154,7 @@ def run_dhp(
     scorer: TextScorer,
     samples: pd.DataFrame,
     perturbations: Sequence[Perturbation],
-    backend: LLMBackend | None,
-    cache: ResultCache | None,
+    perturber: CachedJudge | None,
     seed: int,
     weights: Mapping[str, Mapping[str, float]] | None = None,
 ) -> DHPResult:
@@ -337,7 +169,7 @@ def run_dhp(
         raise ConfigError(f"scorer {scorer.name!r} has no metrics")
     if not samples.index.is_unique:
         raise ConfigError("sample ids must be unique")
-    tables, drops = perturb_all(samples, perturbations, backend, cache, seed)
+    tables, drops = perturb_all(samples, perturbations, perturber, seed)
     combined, ids = _combined_samples(samples, tables)
     scores = scorer.score(combined)
     missing = [m for m in metrics if m not in scores.columns]
@@ -467,19 +299,3 @@ def plot_dhp(result: DHPResult, path: str | Path) -> Path:
     fig.savefig(path, dpi=120)
     return path
 
-
-__all__ = [
-    "ALPHA",
-    "DEFAULT_EXPERT_WEIGHTS",
-    "EXPERT_WEIGHTS",
-    "DHPResult",
-    "discernment",
-    "failed_perturbations",
-    "harmonic_mean_p",
-    "level_weighted_average",
-    "plot_dhp",
-    "reference_samples",
-    "resolve_weights",
-    "run_dhp",
-    "wilcoxon_p",
-]

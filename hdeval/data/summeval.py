@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hdeval.data import LabelledData, load_labels
+from hdeval.data.reading import load_labels
+from hdeval.data.table import LabelledData
 
 SUMMEVAL_ASPECTS: tuple[str, ...] = ("coherence", "consistency", "fluency", "relevance")
 SUMMEVAL_SCORE_RANGE: tuple[float, float] = (1.0, 5.0)

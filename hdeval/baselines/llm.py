@@ -1,0 +1,179 @@
+"""LLM baselines on the same cached judge as HD-Eval: direct per-aspect prompts, one overall
+prompt, and GPTScore likelihood (see :mod:`hdeval.baselines`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from hdeval.columns import UNCONDITIONED
+from hdeval.columns import column as feature_column
+from hdeval.criteria import CriteriaTree, Criterion
+from hdeval.criterion_scorer import CriterionScorer, Request, ScoringRun
+from hdeval.errors import ConfigError
+from hdeval.judge import DIGITS, CachedJudge
+from hdeval.params import TaskSpec
+
+#: Part of the cache key of every overall-quality prompt; bump it when the template changes.
+OVERALL_TEMPLATE_VERSION = "hdeval-overall-1"
+AVERAGE = "average"
+
+#: The single node scored by :class:`OverallPromptScorer`.
+OVERALL = Criterion("overall", "overall quality", "how good the text is as a whole")
+
+
+def _aspects(tree: CriteriaTree, aspects: Sequence[str] | None) -> list[Criterion]:
+    """The layer-1 criteria of ``tree`` (those named in ``aspects``, in that order)."""
+    roots = tree.layer(1)
+    if aspects is None:
+        if not roots:
+            raise ConfigError("the aspects tree has no layer-1 criteria")
+        return roots
+    by_id = {c.id: c for c in roots}
+    missing = [a for a in aspects if a not in by_id]
+    if missing:
+        raise ConfigError(f"no layer-1 criterion for aspects {missing}")
+    return [by_id[a] for a in aspects]
+
+
+# ====================================================================== LLM baselines
+class _LLMBaseline:
+    """Shared plumbing: a CriterionScorer on a flat tree, the last run kept for inspection."""
+
+    name: str
+    metrics: list[str]
+
+    def __init__(self, scorer: CriterionScorer, tree: CriteriaTree, progress: bool) -> None:
+        self._scorer = scorer
+        self._tree = tree
+        self.progress = progress
+        self.last_run: ScoringRun | None = None
+
+    def _features(self, samples: pd.DataFrame) -> pd.DataFrame:
+        self.last_run = self._scorer.score(samples, self._tree, progress=self.progress)
+        return self.last_run.features
+
+
+class DirectPromptScorer(_LLMBaseline):
+    """One 1-5 prompt per layer-1 aspect (expected score from digit probabilities) + average."""
+
+    def __init__(
+        self,
+        judge: CachedJudge,
+        task: TaskSpec | None,
+        aspects_tree: CriteriaTree,
+        *,
+        aspects: Sequence[str] | None = None,
+        name: str = "direct-prompt",
+        progress: bool = False,
+    ) -> None:
+        self.aspects = [c.id for c in _aspects(aspects_tree, aspects)]
+        flat = CriteriaTree(_aspects(aspects_tree, aspects))
+        super().__init__(CriterionScorer(judge, task, ("prompt",)), flat, progress)
+        self.name = name
+        self.metrics = [*self.aspects, AVERAGE]
+
+    def score(self, samples: pd.DataFrame) -> pd.DataFrame:
+        features = self._features(samples)
+        out = pd.DataFrame(
+            {a: features[feature_column("prompt", a)] for a in self.aspects}, index=samples.index
+        )
+        out[AVERAGE] = out[self.aspects].mean(axis=1, skipna=False)
+        return out
+
+
+def overall_prompt(task: TaskSpec, aspects: Sequence[Criterion] = ()) -> str:
+    """One instruction for a single overall 1-5 score, listing ``aspects`` with definitions."""
+    text = (
+        f"## Instructions\nWe would like to evaluate the overall quality of the "
+        f"{task.output_noun} above."
+    )
+    if aspects:
+        listed = "\n".join(f"- {c.name}: {c.definition}" for c in aspects)
+        text += f" Take all of the following aspects into account.\n{listed}"
+    return (
+        text + f"\nScore the overall quality of the {task.output_noun} on a scale of 1 to 5, "
+        "with 1 being the lowest and 5 the highest. Reply with the score only, a single digit."
+    )
+
+
+class _OverallCriterionScorer(CriterionScorer):
+    """CriterionScorer whose prompt is :func:`overall_prompt`, keyed by its own version."""
+
+    def __init__(self, judge: CachedJudge, task: TaskSpec | None, aspects: list) -> None:
+        super().__init__(judge, task, ("prompt",))
+        self.aspects = aspects
+
+    def prompt_requests(
+        self, tree: CriteriaTree, criteria: Sequence[Criterion], segments: list[str]
+    ) -> list[Request]:
+        suffix = overall_prompt(self.task, self.aspects)
+        key = self.judge.key(DIGITS, OVERALL_TEMPLATE_VERSION, segments, suffix)
+        return [Request(feature_column("prompt", c.id), key, suffix) for c in criteria]
+
+
+class OverallPromptScorer(_LLMBaseline):
+    """A single prompt for an overall quality score (expected 1-5 score): column ``overall``."""
+
+    def __init__(
+        self,
+        judge: CachedJudge,
+        task: TaskSpec | None = None,
+        aspects_tree: CriteriaTree | None = None,
+        *,
+        aspects: Sequence[str] | None = None,
+        name: str = "overall-prompt",
+        progress: bool = False,
+    ) -> None:
+        listed = [] if aspects_tree is None else _aspects(aspects_tree, aspects)
+        scorer = _OverallCriterionScorer(judge, task, listed)
+        super().__init__(scorer, CriteriaTree([OVERALL]), progress)
+        self.name = name
+        self.metrics = [OVERALL.id]
+
+    def score(self, samples: pd.DataFrame) -> pd.DataFrame:
+        features = self._features(samples)
+        overall = features[feature_column("prompt", OVERALL.id)]
+        return pd.DataFrame({OVERALL.id: overall}, index=samples.index)
+
+
+class LikelihoodScorer(_LLMBaseline):
+    """GPTScore: mean token log-likelihood (nats, higher = better) of the text given the source.
+
+    Columns: ``unconditioned`` (plain "write a summary" instruction), one per aspect of
+    ``aspects_tree`` (the instruction names the aspect) and their ``average``.
+    """
+
+    UNCONDITIONED_COLUMN = "unconditioned"
+
+    def __init__(
+        self,
+        judge: CachedJudge,
+        task: TaskSpec | None = None,
+        aspects_tree: CriteriaTree | None = None,
+        *,
+        aspects: Sequence[str] | None = None,
+        name: str = "likelihood",
+        progress: bool = False,
+    ) -> None:
+        roots = [] if aspects_tree is None else _aspects(aspects_tree, aspects)
+        scorer = CriterionScorer(judge, task, ("likelihood",), unconditioned=True)
+        super().__init__(scorer, CriteriaTree(roots), progress)
+        self.aspects = [c.id for c in roots]
+        self.name = name
+        self.metrics = [self.UNCONDITIONED_COLUMN, *self.aspects]
+        if self.aspects:
+            self.metrics.append(AVERAGE)
+
+    def score(self, samples: pd.DataFrame) -> pd.DataFrame:
+        features = self._features(samples)
+        out = pd.DataFrame(
+            {self.UNCONDITIONED_COLUMN: features[UNCONDITIONED]}, index=samples.index
+        )
+        for a in self.aspects:
+            out[a] = features[feature_column("likelihood", a)]
+        if self.aspects:
+            out[AVERAGE] = out[self.aspects].mean(axis=1, skipna=False)
+        return out

@@ -1,0 +1,52 @@
+"""The feature-column protocol: how a criterion score is named in a feature table.
+
+``prompt:<criterion id>`` is the expected 1..5 score of the hierarchy-aware prompt,
+``lik:<criterion id>`` the mean token log-likelihood of the text given an instruction naming the
+criterion, and ``lik:_text`` (:data:`UNCONDITIONED`) the same without any criterion. Every module
+that builds or reads feature columns goes through these functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from hdeval.params import Mode
+
+PROMPT = "prompt"
+LIKELIHOOD = "lik"
+UNCONDITIONED = f"{LIKELIHOOD}:_text"
+_SOURCE_OF_MODE: dict[str, str] = {"prompt": PROMPT, "likelihood": LIKELIHOOD}
+
+
+def column(mode: Mode, criterion_id: str) -> str:
+    """The column of ``criterion_id`` scored in ``mode`` (likelihood, coh -> ``lik:coh``)."""
+    return f"{_SOURCE_OF_MODE[mode]}:{criterion_id}"
+
+
+def criterion_of(name: str) -> str:
+    """The criterion id of a column: the text after the first ":" (``lik:coh`` -> ``coh``).
+
+    A name without ":" is a criterion id itself.
+    """
+    return name.split(":", 1)[1] if ":" in name else name
+
+
+def source_of(name: str) -> str | None:
+    """The feature source of a column: the text before the first ":" (``lik:coh`` -> ``lik``)."""
+    return name.split(":", 1)[0] if ":" in name else None
+
+
+def of_mode(columns: Iterable[str], mode: Mode) -> list[str]:
+    """The columns scored in ``mode``, in order."""
+    return [c for c in columns if source_of(c) == _SOURCE_OF_MODE[mode]]
+
+
+def feature_columns(
+    criterion_ids: Sequence[str], modes: Sequence[Mode], unconditioned: bool = True
+) -> list[str]:
+    """Every column of ``criterion_ids`` in ``modes``: prompt columns, then likelihood columns
+    (and :data:`UNCONDITIONED` last when ``unconditioned``)."""
+    columns = [column(m, c) for m in ("prompt", "likelihood") if m in modes for c in criterion_ids]
+    if "likelihood" in modes and unconditioned:
+        columns.append(UNCONDITIONED)
+    return columns

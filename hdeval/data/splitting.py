@@ -1,0 +1,110 @@
+"""Document-level subsampling, train/test splits and merging of new label files."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from hdeval.data.reading import load_labels
+from hdeval.data.table import OPTIONAL_COLUMNS, SAMPLE_COLUMNS, LabelledData, _build
+from hdeval.data.validation import MAX_REPORTED_ERRORS
+from hdeval.errors import ConfigError, DataValidationError
+from hdeval.params import DataParams
+
+# --------------------------------------------------------------------------- splits
+
+
+def _documents(data: LabelledData) -> list[str]:
+    """Distinct doc ids in first-appearance order."""
+    return list(dict.fromkeys(data.samples["doc_id"]))
+
+
+def _rows_of_documents(data: LabelledData, doc_ids: Iterable[str]) -> LabelledData:
+    keep = data.samples["doc_id"].isin(set(doc_ids)).to_numpy()
+    return data.subset(data.samples.index[keep])
+
+
+def split_by_document(
+    data: LabelledData, test_fraction: float, seed: int
+) -> tuple[LabelledData, LabelledData]:
+    """Split into (train, test) so that no document has rows on both sides.
+
+    About ``test_fraction`` of the documents go to test; the same seed gives the same split.
+    Row order within each part follows ``data``.
+    """
+    from sklearn.model_selection import GroupShuffleSplit
+
+    if not 0.0 < test_fraction < 1.0:
+        raise ConfigError(f"test_fraction must be between 0 and 1, got {test_fraction}")
+    if len(_documents(data)) < 2:
+        raise ConfigError("split_by_document needs at least two documents")
+    splitter = GroupShuffleSplit(n_splits=1, test_size=test_fraction, random_state=seed)
+    groups = data.samples["doc_id"].to_numpy()
+    train_idx, test_idx = next(splitter.split(np.zeros(len(data)), groups=groups))
+    ids = data.samples.index
+    train = data.subset(ids[np.sort(train_idx)])
+    test = data.subset(ids[np.sort(test_idx)])
+    overlap = set(train.samples["doc_id"]) & set(test.samples["doc_id"])
+    if overlap:  # GroupShuffleSplit guarantees this; keep the guarantee explicit.
+        raise AssertionError(f"documents on both sides of the split: {sorted(overlap)[:5]}")
+    return train, test
+
+
+def subsample_documents(data: LabelledData, n_docs: int | None, seed: int) -> LabelledData:
+    """Keep every row of ``n_docs`` randomly chosen documents (``None`` keeps all)."""
+    if n_docs is None:
+        return data
+    documents = _documents(data)
+    if not 1 <= n_docs <= len(documents):
+        raise ConfigError(f"n_docs must be between 1 and {len(documents)}, got {n_docs}")
+    rng = np.random.default_rng(seed)
+    chosen = rng.choice(len(documents), size=n_docs, replace=False)
+    return _rows_of_documents(data, (documents[i] for i in chosen))
+
+
+# --------------------------------------------------------------------------- merging
+
+
+def merge_labels(base: LabelledData, new: LabelledData) -> LabelledData:
+    """Add ``new`` labels to ``base``.
+
+    Rows with a new id are appended; rows whose id is already in ``base`` get their scores
+    replaced, and their texts (doc, system, source, output, references, wrong ending) must
+    match exactly.
+    """
+    if set(base.aspects) != set(new.aspects):
+        raise DataValidationError(
+            f"cannot merge labels with different aspects: {base.aspects} vs {new.aspects}"
+        )
+    new_rows = {row["id"]: row for row in new.rows()}
+    mismatched = []
+    merged = []
+    for row in base.rows():
+        update = new_rows.pop(row["id"], None)
+        if update is not None:
+            changed = [c for c in SAMPLE_COLUMNS + OPTIONAL_COLUMNS if row.get(c) != update.get(c)]
+            if changed:
+                mismatched.append(f"id {row['id']!r}: {', '.join(changed)} differ")
+                continue
+            row["scores"] = update["scores"]
+        merged.append(row)
+    if mismatched:
+        shown = mismatched[:MAX_REPORTED_ERRORS]
+        more = len(mismatched) - len(shown)
+        raise DataValidationError(
+            "new labels change the texts of existing rows (texts must match exactly):\n"
+            + "\n".join(f"  - {m}" for m in shown)
+            + (f"\n  ... and {more} more" if more else "")
+        )
+    merged.extend(new_rows.values())
+    return _build(merged, base.aspects)
+
+
+def load_split(config: DataParams) -> tuple[LabelledData, LabelledData]:
+    """Labels (plus any new label files), subsampled by document, split by document."""
+    data = load_labels(config.path, config.aspects, config.score_range)
+    for extra in config.new_labels:
+        data = merge_labels(data, load_labels(extra, config.aspects, config.score_range))
+    data = subsample_documents(data, config.n_docs, config.seed)
+    return split_by_document(data, config.test_fraction, config.seed)

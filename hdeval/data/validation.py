@@ -1,0 +1,207 @@
+"""Row validation of label files: every problem named by row, id and field, reported at once."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
+
+from hdeval.data.table import MAX_REPORTED_ERRORS, OPTIONAL_COLUMNS, ScoreRange
+from hdeval.errors import ConfigError, DataValidationError
+
+# --------------------------------------------------------------------------- validation
+
+
+def _int_to_str(value: Any) -> Any:
+    """Ids may be written as JSON integers; they are kept as text."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+_Id = Annotated[str, BeforeValidator(_int_to_str)]
+
+
+class _RowModel(BaseModel):
+    """Structure and types of one label row; scores are checked per aspect afterwards."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    id: _Id
+    doc_id: _Id
+    system_id: _Id | None = None
+    source: str
+    output: str
+    references: list[str] | None = None
+    reference: str | None = None
+    wrong_ending: str | None = None
+    scores: dict[str, Any] | None = None
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    names = {bool: "boolean", int: "number", float: "number", str: "text", list: "list"}
+    return names.get(type(value), "object" if isinstance(value, dict) else type(value).__name__)
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path
+
+
+def _pydantic_errors(exc: ValidationError) -> list[str]:
+    out = []
+    for err in exc.errors():
+        field = _field_path(tuple(err["loc"]))
+        if err["type"] == "missing":
+            out.append(f"field '{field}': required field is missing")
+            continue
+        expected = {
+            "string_type": "text",
+            "list_type": "a list of text",
+            "dict_type": "an object mapping aspect to score",
+        }.get(err["type"], err["msg"])
+        got = _type_name(err.get("input"))
+        out.append(f"field '{field}': expected {expected}, got {got} {_preview(err['input'])}")
+    return out
+
+
+def _preview(value: Any, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _check_score(aspect: str, value: Any, score_range: ScoreRange) -> str | None:
+    field = f"scores.{aspect}"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"field '{field}': expected a number, got {_type_name(value)} {_preview(value)}"
+    if not math.isfinite(value):
+        return f"field '{field}': score must be a finite number, got {value}"
+    low, high = score_range
+    if not low <= value <= high:
+        return f"field '{field}': score {value} is outside the allowed range [{low:g}, {high:g}]"
+    return None
+
+
+def _blank_errors(raw: Mapping[str, Any]) -> list[str]:
+    """Empty or whitespace-only texts (checked even when other fields have type errors)."""
+    errors = []
+    for field in ("id", "doc_id", "source", "output", *OPTIONAL_COLUMNS):
+        value = raw.get(field)
+        if isinstance(value, str) and not value.strip():
+            errors.append(f"field '{field}': must not be empty or whitespace only")
+    references = raw.get("references")
+    if isinstance(references, list):
+        for i, ref in enumerate(references):
+            if isinstance(ref, str) and not ref.strip():
+                errors.append(f"field 'references[{i}]': must not be empty or whitespace only")
+    return errors
+
+
+def _validate_row(
+    raw: Any, aspects: Sequence[str], ranges: Mapping[str, ScoreRange]
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """Validate one parsed row; return (canonical record or None, error messages)."""
+    if not isinstance(raw, dict):
+        return None, [f"expected a JSON object, got {_type_name(raw)}"]
+    errors: list[str] = []
+    row = None
+    try:
+        row = _RowModel.model_validate(raw)
+    except ValidationError as exc:
+        errors += _pydantic_errors(exc)
+    errors += _blank_errors(raw)
+    if isinstance(raw.get("scores"), dict):
+        errors += _score_errors(raw["scores"], aspects, ranges)
+    elif aspects and raw.get("scores") is None:
+        errors.append("field 'scores': missing; expected an object of aspect scores")
+    if errors or row is None:
+        return None, errors
+    references = list(row.references) if row.references is not None else []
+    if row.references is None and row.reference is not None and row.reference.strip():
+        references = [row.reference]
+    record = {
+        "id": row.id,
+        "doc_id": row.doc_id,
+        "system_id": row.system_id,
+        "source": row.source,
+        "output": row.output,
+        "references": references,
+        **{c: getattr(row, c) for c in OPTIONAL_COLUMNS},
+        "scores": {a: float(row.scores[a]) for a in aspects},
+    }
+    return record, []
+
+
+def _score_errors(
+    scores: Mapping[str, Any], aspects: Sequence[str], ranges: Mapping[str, ScoreRange]
+) -> list[str]:
+    errors = []
+    for aspect in aspects:
+        if aspect not in scores or scores[aspect] is None:
+            errors.append(f"field 'scores.{aspect}': missing score for aspect '{aspect}'")
+            continue
+        problem = _check_score(aspect, scores[aspect], ranges[aspect])
+        if problem:
+            errors.append(problem)
+    return errors
+
+
+def _raw_id(raw: Any) -> str | None:
+    if isinstance(raw, dict):
+        value = raw.get("id")
+        if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+            return str(value)
+    return None
+
+
+class _ErrorLog:
+    """Collects located error messages and raises them together."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.messages: list[str] = []
+
+    def add(self, where: str, message: str, row_id: str | None = None) -> None:
+        located = f"{where} (id {row_id!r})" if row_id is not None else where
+        self.messages.append(f"{located}: {message}" if where else message)
+
+    def raise_if_any(self) -> None:
+        if not self.messages:
+            return
+        count = len(self.messages)
+        shown = self.messages[:MAX_REPORTED_ERRORS]
+        lines = [f"{self.path}: {count} problem{'s' if count != 1 else ''} in label file:"]
+        lines += [f"  - {m}" for m in shown]
+        if count > len(shown):
+            lines.append(f"  ... and {count - len(shown)} more")
+        raise DataValidationError("\n".join(lines))
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _normalise_ranges(
+    aspects: Sequence[str], score_range: ScoreRange | Mapping[str, ScoreRange]
+) -> dict[str, ScoreRange]:
+    if isinstance(aspects, str) or not aspects:
+        raise ConfigError("aspects must be a non-empty sequence of aspect names")
+    if len(set(aspects)) != len(aspects):
+        raise ConfigError(f"aspects contain duplicates: {list(aspects)}")
+    if isinstance(score_range, Mapping):
+        missing = [a for a in aspects if a not in score_range]
+        if missing:
+            raise ConfigError(f"score_range has no range for aspects: {missing}")
+        ranges = {a: tuple(score_range[a]) for a in aspects}
+    else:
+        ranges = {a: tuple(score_range) for a in aspects}
+    for aspect, bounds in ranges.items():
+        if len(bounds) != 2 or not float(bounds[0]) < float(bounds[1]):
+            raise ConfigError(f"score range for {aspect!r} must be (low, high) with low < high")
+    return {a: (float(lo), float(hi)) for a, (lo, hi) in ranges.items()}

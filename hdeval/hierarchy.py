@@ -1,0 +1,159 @@
+"""HD-Eval's iterative alignment training (Algorithm 1 of the paper).
+
+Layer 1 holds the human aspects. Layer 2 expands every layer-1 node into at most ``children``
+criteria; every later layer expands only the ``top_k`` criteria of the newest layer that a proxy
+aggregator, trained on all criteria so far, finds most important by held-out permutation
+importance. Every LLM call goes through the cached judge, so re-running costs nothing.
+:func:`run_layer` is the one step; the DVC ``layer`` stage and :func:`train_hierarchy` both run it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import pandas as pd
+
+from hdeval.criteria import CriteriaTree
+from hdeval.criterion_scorer import CriterionScorer, ScoringRun
+from hdeval.data import LabelledData
+from hdeval.decompose import decompose, undecomposed
+from hdeval.judge import CachedJudge
+from hdeval.params import HierarchyParams, TaskSpec
+from hdeval.pruning import criterion_importances, permutation_importances, select_for_decomposition
+from hdeval.tuning import cv_score
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LayerReport:
+    """What the proxy aggregator of one layer saw and chose."""
+
+    layer: int
+    criteria: list[str]
+    n_features: int
+    cv_pearson: float
+    importances: dict[str, float]
+    selected: list[str]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def criteria_to_expand(tree: CriteriaTree, layer: int, selected: Sequence[str]) -> list[str]:
+    """Layer 2 expands every aspect; later layers expand what pruning selected."""
+    if layer == 2:
+        return [c.id for c in tree.layer(1)]
+    return list(selected)
+
+
+def grow(
+    tree: CriteriaTree,
+    layer: int,
+    selected: Sequence[str],
+    judge: CachedJudge,
+    task_description: str,
+    children: int,
+) -> CriteriaTree:
+    """Decompose the nodes that make up ``layer`` (cached; hand-edited nodes are kept)."""
+    return decompose(
+        tree, criteria_to_expand(tree, layer, selected), judge, task_description, children
+    )
+
+
+def proxy_report(
+    features: pd.DataFrame,
+    data: LabelledData,
+    tree: CriteriaTree,
+    layer: int,
+    params: HierarchyParams,
+) -> LayerReport:
+    """Fit the proxy aggregator on all features, rank criteria, pick the next ones to expand."""
+    targets = data.targets.loc[features.index]
+    groups = data.samples.loc[features.index, "doc_id"].to_numpy()
+    folds = min(params.cv_folds, len(set(groups)))
+    pearson = cv_score(params.proxy_aggregator, {}, features, targets, groups, folds, params.seed)
+    importances = permutation_importances(
+        params.proxy_aggregator,
+        features,
+        targets,
+        groups,
+        n_splits=folds,
+        seed=params.seed,
+        n_repeats=params.importance_repeats,
+    )
+    newest = [c.id for c in tree.layer(layer)]
+    selected = (
+        select_for_decomposition(importances, newest, params.top_k)
+        if layer < params.layers and newest
+        else []
+    )
+    per_criterion = criterion_importances(importances)
+    log.info(
+        "layer %d: %d features, CV Pearson %.3f, next: %s",
+        layer,
+        features.shape[1],
+        pearson,
+        selected,
+    )
+    return LayerReport(
+        layer=layer,
+        criteria=newest,
+        n_features=features.shape[1],
+        cv_pearson=pearson,
+        importances={str(k): float(v) for k, v in per_criterion.items()},
+        selected=selected,
+    )
+
+
+@dataclass
+class Layer:
+    """One iteration of Algorithm 1: the grown tree, its features, the proxy's report."""
+
+    tree: CriteriaTree
+    run: ScoringRun
+    report: LayerReport
+    not_decomposed: list[str]
+
+
+def run_layer(
+    number: int,
+    tree: CriteriaTree,
+    selected: Sequence[str],
+    train: LabelledData,
+    judge: CachedJudge,
+    task: TaskSpec,
+    params: HierarchyParams,
+    progress: bool = True,
+) -> Layer:
+    """Layer ``number`` of Algorithm 1: grow ``tree`` (the previous layer's, or the aspects for
+    layer 1) by decomposing what ``selected`` names, score the training texts on every
+    criterion, fit the proxy aggregator and pick what the next layer decomposes."""
+    leaves: list[str] = []
+    if number > 1:
+        tree = grow(tree, number, selected, judge, task.description, params.children)
+        leaves = undecomposed(tree, criteria_to_expand(tree, number, selected))
+    scorer = CriterionScorer(judge, task, params.modes, params.unconditioned)
+    run = scorer.score(train.samples, tree, progress=progress)
+    report = proxy_report(run.features, train, tree, number, params)
+    return Layer(tree, run, report, leaves)
+
+
+def train_hierarchy(
+    tree: CriteriaTree,
+    train: LabelledData,
+    judge: CachedJudge,
+    task: TaskSpec,
+    params: HierarchyParams,
+    progress: bool = True,
+) -> list[Layer]:
+    """Algorithm 1 end to end: every layer in turn, each growing the one before."""
+    layers: list[Layer] = []
+    selected: list[str] = []
+    for number in range(1, params.layers + 1):
+        layer = run_layer(number, tree, selected, train, judge, task, params, progress)
+        layers.append(layer)
+        tree, selected = layer.tree, layer.report.selected
+    return layers

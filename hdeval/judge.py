@@ -1,0 +1,148 @@
+"""The cached judge: one LLM backend behind the persistent result cache.
+
+Every caller (criterion scoring, baselines, decomposition, perturbation) asks the judge, never
+the backend and the cache separately, as lm-evaluation-harness's ``CachingLM`` wraps a model:
+each request is looked up first, only misses reach the backend, results are stored as soon as
+they arrive, and failures are recorded (and reported) but never served as results, so the next
+run retries them. A cache key is the sha256 of the request kind, the judge's identity and every
+rendered prompt part (:func:`hdeval.cache.cache_key`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from hdeval.cache import ResultCache, cache_key
+from hdeval.llm.digits import DEFAULT_MIN_MASS
+from hdeval.llm.types import DigitScore, LLMBackend, LogLikelihood, TokenCounts
+from hdeval.params import LLMConfig
+
+DIGITS = "digits"
+LOGLIK = "loglik"
+Result = TypeVar("Result", DigitScore, LogLikelihood)
+
+
+@dataclass
+class Answers(Generic[Result]):
+    """Results of one batch of requests, by cache key; failed keys carry a reason instead."""
+
+    results: dict[str, Result] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)
+    cached: int = 0
+    computed: int = 0
+
+
+class CachedJudge:
+    """An LLM backend whose every answer goes through a :class:`ResultCache`."""
+
+    def __init__(self, backend: LLMBackend, cache: ResultCache | None = None) -> None:
+        self.backend = backend
+        self.cache = cache if cache is not None else ResultCache()
+
+    def __repr__(self) -> str:
+        return f"CachedJudge({self.identity!r}, cache={str(self.cache.path)!r})"
+
+    @property
+    def identity(self) -> str:
+        return self.backend.identity
+
+    @property
+    def tokens(self) -> TokenCounts:
+        return self.backend.tokens
+
+    @property
+    def min_digit_mass(self) -> float:
+        return float(getattr(self.backend, "min_digit_mass", DEFAULT_MIN_MASS))
+
+    def key(self, kind: str, *parts: object) -> str:
+        """The cache key of a request of ``kind`` to this judge."""
+        return cache_key(kind, self.identity, *parts)
+
+    # ------------------------------------------------------------------ scoring requests
+    def digit_scores(
+        self, segments: Sequence[str], suffixes: Mapping[str, str]
+    ) -> Answers[DigitScore]:
+        """Score digit distributions for ``suffixes`` (cache key -> criterion suffix).
+
+        A cached distribution whose digit mass is below this judge's ``min_digit_mass`` (it was
+        stored under a laxer setting) is a failure now, as a fresh one would be.
+        """
+        answers: Answers[DigitScore] = Answers()
+        found = self.cache.get_many(suffixes)
+        for key, value in found.items():
+            score = DigitScore.from_dict(value)
+            if score.mass < self.min_digit_mass:
+                answers.failures[key] = (
+                    f"cached digit mass {score.mass:.3f} below llm.min_digit_mass "
+                    f"{self.min_digit_mass}"
+                )
+            else:
+                answers.results[key] = score
+        answers.cached = len(found)
+        todo = [k for k in suffixes if k not in found]
+        if todo:
+            fresh = self.backend.digit_scores(segments, [suffixes[k] for k in todo])
+            self._store(DIGITS, dict(zip(todo, fresh, strict=True)), answers)
+        return answers
+
+    def loglikelihoods(
+        self, segments: Sequence[str], items: Mapping[str, tuple[str, str]]
+    ) -> Answers[LogLikelihood]:
+        """Log-likelihoods of ``items`` (cache key -> (instruction, continuation))."""
+        answers: Answers[LogLikelihood] = Answers()
+        found = self.cache.get_many(items)
+        answers.results = {k: LogLikelihood.from_dict(v) for k, v in found.items()}
+        answers.cached = len(found)
+        todo = [k for k in items if k not in found]
+        if todo:
+            fresh = self.backend.loglikelihoods(segments, [items[k] for k in todo])
+            self._store(LOGLIK, dict(zip(todo, fresh, strict=True)), answers)
+        return answers
+
+    def _store(self, kind: str, fresh: Mapping[str, DigitScore | LogLikelihood], answers) -> None:
+        answers.computed += len(fresh)
+        ok = {k: r for k, r in fresh.items() if not (isinstance(r, DigitScore) and not r.ok)}
+        failed = {k: r.failure or "unknown failure" for k, r in fresh.items() if k not in ok}
+        self.cache.put_many(kind, {k: r.to_dict() for k, r in ok.items()})
+        self.cache.record_failures(kind, failed)
+        answers.results.update(ok)
+        answers.failures.update(failed)
+
+    def record_failures(self, kind: str, reasons: Mapping[str, str]) -> None:
+        """Record requests that failed before reaching the backend (too long for its context)."""
+        self.cache.record_failures(kind, reasons)
+
+    # ------------------------------------------------------------------ free text
+    def reply(self, kind: str, prompt: str, max_new_tokens: int, *key_parts: object) -> str:
+        """The judge's greedy reply to ``prompt``: cached raw text under ``kind``.
+
+        ``key_parts`` (a template version, say) join the prompt in the key.
+        """
+        key = self.key(kind, *key_parts, prompt)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit["reply"]
+        reply = self.backend.generate(prompt, max_new_tokens)
+        self.cache.put(kind, key, {"reply": reply})
+        return reply
+
+    # ------------------------------------------------------------------ accounting
+    def cost(self) -> dict:
+        """What was asked of this judge so far: LLM calls (cache misses), hits and tokens."""
+        hits, misses = self.cache.hits, self.cache.misses
+        total = hits + misses
+        return {
+            "llm_calls": misses,
+            "cache_hits": hits,
+            "cache_hit_rate": hits / total if total else 1.0,
+            "tokens": self.tokens.to_dict(),
+        }
+
+
+def open_judge(config: LLMConfig, cache: ResultCache | None = None) -> CachedJudge:
+    """The judge ``config`` names, behind ``cache`` (default: the user's persistent cache)."""
+    from hdeval.llm.factory import make_backend
+
+    return CachedJudge(make_backend(config), cache)

@@ -1,0 +1,86 @@
+"""Anything that turns texts into metric scores, and the one registry of them by name.
+
+A :class:`TextScorer` takes a table of samples (indexed by id, with columns ``doc_id``,
+``source``, ``output`` and, where a metric needs them, ``references``) and returns one column per
+metric, higher meaning better. Failed scores are NaN. DHP, ``hdeval compare`` and the pipeline's
+``baselines`` stage all build their scorers with :func:`make_scorers`, so HD-Eval and every
+baseline are measured the same way on the same judge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from hdeval.errors import ConfigError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from hdeval.criteria import CriteriaTree
+    from hdeval.evaluator import Evaluator
+    from hdeval.judge import CachedJudge
+    from hdeval.params import TaskSpec
+
+HDEVAL = "hdeval"
+BASELINES = ("direct-prompt", "overall-prompt", "likelihood", "rouge")
+#: Baselines that need the judge's log-likelihoods (not every server gives them).
+LIKELIHOOD_BASELINES = frozenset({"likelihood"})
+
+
+@runtime_checkable
+class TextScorer(Protocol):
+    name: str
+    metrics: list[str]
+
+    def score(self, samples: pd.DataFrame) -> pd.DataFrame:
+        """Scores, indexed like ``samples``, one column per name in ``metrics``."""
+        ...
+
+
+class BundleScorer:
+    """A trained HD-Eval bundle: predicted human scores per aspect."""
+
+    def __init__(self, evaluator: Evaluator, name: str = HDEVAL) -> None:
+        self.evaluator = evaluator
+        self.name = name
+        self.metrics = evaluator.aspects
+
+    def score(self, samples: pd.DataFrame) -> pd.DataFrame:
+        return self.evaluator.score_samples(samples, progress=False).aspects
+
+
+def make_scorers(
+    names: Sequence[str],
+    judge: CachedJudge,
+    task: TaskSpec,
+    aspects_tree: CriteriaTree,
+    aspects: Sequence[str],
+    evaluator: Evaluator | None = None,
+) -> list[TextScorer]:
+    """The named scorers (``hdeval`` and :data:`BASELINES`), all on one cached judge."""
+    from hdeval import baselines
+
+    makers = {
+        "direct-prompt": lambda: baselines.DirectPromptScorer(
+            judge, task, aspects_tree, aspects=aspects
+        ),
+        "overall-prompt": lambda: baselines.OverallPromptScorer(
+            judge, task, aspects_tree, aspects=aspects
+        ),
+        "likelihood": lambda: baselines.LikelihoodScorer(
+            judge, task, aspects_tree, aspects=aspects
+        ),
+        "rouge": baselines.RougeScorer,
+    }
+    scorers: list[TextScorer] = []
+    for name in names:
+        if name == HDEVAL:
+            if evaluator is None:
+                raise ConfigError("scorer 'hdeval' needs a trained bundle (--model DIR)")
+            scorers.append(BundleScorer(evaluator))
+        elif name in makers:
+            scorers.append(makers[name]())
+        else:
+            raise ConfigError(f"unknown scorer {name!r}; choose from {HDEVAL}, {', '.join(makers)}")
+    return scorers

@@ -1,0 +1,64 @@
+"""The pipeline's working tree (paths of every stage's outs) and what stage scripts share."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from hdeval.errors import HDEvalError
+
+PARAMS = Path("params.yaml")
+WORK = Path("work")
+PREPARED = WORK / "prepared"
+LAYERS = WORK / "layers"
+TUNE = WORK / "tune"
+EVALUATE = WORK / "evaluate"
+BASELINES = WORK / "baselines"
+DHP = WORK / "dhp"
+AGGREGATOR = TUNE / "aggregator.joblib"
+BUNDLE = Path("models") / "evaluator"
+METRICS = Path("metrics.json")
+RESULTS = Path("results.md")
+PLOTS = Path("plots")
+
+
+def fresh(directory: Path) -> Path:
+    """``directory``, emptied: a stage rewrites its outs completely."""
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    return directory
+
+
+def write_json(path: Path, data: dict) -> None:
+    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def layer_dir(number: int) -> Path:
+    return LAYERS / str(number)
+
+
+def read_features(path: Path):
+    """A feature table written by a stage, indexed by sample id (always a string)."""
+    import pandas as pd
+
+    features = pd.read_csv(path, index_col=0)
+    features.index = features.index.astype(str)
+    return features
+
+
+def run_stage(name: str, main: Callable[..., None], *args: object) -> None:
+    """Run a stage script: progress logged, an hdeval error reported in one line with exit 1."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        main(*args)
+    except HDEvalError as exc:
+        print(f"stage {name} failed: {exc}", file=sys.stderr)
+        sys.exit(1)
