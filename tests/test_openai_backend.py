@@ -12,8 +12,11 @@ on these rows, the expected scores by up to 0.13, which would hide the runtime d
 
 from __future__ import annotations
 
+import base64
+import logging
 import math
 import os
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -124,13 +127,48 @@ def test_generate_returns_text_and_counts_its_tokens(
     assert 1 <= after["completion"] - before["completion"] <= 8
 
 
-def test_loglikelihoods_unsupported(server_backend: OpenAICompatibleBackend) -> None:
-    with pytest.raises(UnsupportedError, match="local backend"):
+def test_shifted_echo_makes_likelihood_unsupported(server_backend: OpenAICompatibleBackend) -> None:
+    """llama-cpp-python 0.3.x echoes each prompt token's log-probability one position late: the
+    probe sees the token it generates after the probe text echoed with another value."""
+    assert not server_backend.supports_likelihood()
+    with pytest.raises(UnsupportedError, match="local backend") as caught:
         server_backend.loglikelihoods(_segments({"source": "a", "output": "b"}), [("c", "d")])
+    message = str(caught.value)
+    assert f"server at {server_backend.server} cannot score log-likelihoods" in message
+    assert "after the probe text with log-probability" in message
+    assert "not those of their tokens (shifted by one position?)" in message
+    generated, echoed = (float(v) for v in re.findall(r"(-?\d+\.\d{3})", message)[:2])
+    assert generated > -1.0 and echoed < generated - 3  # a likely token, echoed as unlikely
 
 
-def test_identity_names_the_model(server_backend: OpenAICompatibleBackend) -> None:
-    assert server_backend.identity == f"openai-compatible:{MODEL_ALIAS}"
+def test_identity_names_the_server_and_the_model(
+    server_backend: OpenAICompatibleBackend, llama_server: str
+) -> None:
+    assert server_backend.identity == f"openai-compatible:{llama_server}:{MODEL_ALIAS}"
+
+
+def test_credentials_in_the_url_are_never_shown(
+    llama_server: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Scoring, generation and a refused likelihood through ``http://user:secret@...``: the
+    password appears in no log line, message, repr or identity."""
+    caplog.set_level(logging.DEBUG)
+    url = llama_server.replace("http://", "http://user:secret@")
+    with OpenAICompatibleBackend(
+        url, model=MODEL_ALIAS, api_key_env="HDEVAL_TEST_UNSET_KEY", timeout=600.0, max_retries=0
+    ) as judge:
+        (score,) = judge.digit_scores(["Summary:\nThe cat sat.\n\n"], [_suffix("fluency")])
+        text = judge.generate("Name one primary colour. Answer with one word.", 4)
+        with pytest.raises(UnsupportedError) as caught:
+            judge.loglikelihoods(["a\n"], [("b", "c")])
+        shown = [judge.identity, repr(judge), str(caught.value), caplog.text, text]
+    assert score.ok, score.failure
+    assert judge.identity == f"openai-compatible:{llama_server}:{MODEL_ALIAS}"
+    assert llama_server in str(caught.value)
+    assert caplog.records  # something was logged, at DEBUG
+    for item in shown:
+        assert "secret" not in item
+        assert base64.b64encode(b"user:secret").decode() not in item
 
 
 def test_prompt_longer_than_the_server_context_is_a_recorded_failure(
@@ -142,7 +180,8 @@ def test_prompt_longer_than_the_server_context_is_a_recorded_failure(
 
     from hdeval.cache import ResultCache
     from hdeval.criteria import CriteriaTree, Criterion
-    from hdeval.scoring import CriterionScorer
+    from hdeval.criterion_scorer import CriterionScorer
+    from hdeval.judge import CachedJudge
 
     tree = CriteriaTree([Criterion("fluency", "fluency", CRITERIA["fluency"])])
     samples = pd.DataFrame(
@@ -153,7 +192,7 @@ def test_prompt_longer_than_the_server_context_is_a_recorded_failure(
         },
         index=pd.Index(["long", "short"]),
     )
-    scorer = CriterionScorer(server_backend, ResultCache(tmp_path / "cache.sqlite"))
+    scorer = CriterionScorer(CachedJudge(server_backend, ResultCache(tmp_path / "cache.sqlite")))
     run = scorer.score(samples, tree, progress=False)
     (failure,) = run.failures
     assert failure.sample_id == "long"

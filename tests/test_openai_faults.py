@@ -1,8 +1,8 @@
 """OpenAICompatibleBackend against a real, scripted, fault-injecting HTTP server on 127.0.0.1.
 
-The server speaks just enough of ``/v1/chat/completions``. The user message names a scenario
-between ``[[`` and ``]]``; the server counts requests per scenario, so each test can assert how
-often the client retried.
+The server speaks just enough of ``/v1/chat/completions`` (and answers ``GET /v1/models``, and
+404 on any other path). The user message names a scenario between ``[[`` and ``]]``; the server
+counts requests per scenario, so each test can assert how often the client retried.
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from hdeval.errors import HDEvalError, UnsupportedError
+from hdeval.errors import HDEvalError, JudgeUnavailableError, UnsupportedError
 from hdeval.llm import LLMBackend
 from hdeval.llm.openai_compat import OpenAICompatibleBackend
+from tests.llama_server import free_port
 
 SECRET = "sk-test-0123456789abcdefSECRET"
 KEY_ENV = "HDEVAL_FAULT_TEST_KEY"
@@ -66,9 +67,12 @@ def _peaked(digit: str) -> dict[str, float]:
 class FaultServer:
     """A threaded HTTP server whose reply depends on the scenario named in the prompt."""
 
-    def __init__(self) -> None:
+    def __init__(self, models_status: int = 200, models_delay: float = 0.0) -> None:
+        self.models_status = models_status
+        self.models_delay = models_delay
         self.hits: Counter[str] = Counter()
         self.auth_headers: list[str] = []
+        self.connections: list[socket.socket] = []
         self.lock = threading.Lock()
         owner = self
 
@@ -78,8 +82,24 @@ class FaultServer:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
+            def setup(self) -> None:
+                super().setup()
+                with owner.lock:
+                    owner.connections.append(self.connection)
+
+            def do_GET(self) -> None:
+                with owner.lock:
+                    owner.hits["GET " + self.path] += 1
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    owner.list_models(self)
+
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if not self.path.endswith("/chat/completions"):
+                    with owner.lock:
+                        owner.hits["POST " + self.path] += 1
+                    FaultServer._send(self, 404, b'{"error": {"message": "no such endpoint"}}')
+                    return
                 text = body["messages"][-1]["content"]
                 match = SCENARIO.search(text)
                 scenario = match.group(1) if match else "ok-3"
@@ -113,6 +133,15 @@ class FaultServer:
         handler.end_headers()
         handler.wfile.write(payload)
 
+    def list_models(self, handler: BaseHTTPRequestHandler) -> None:
+        time.sleep(self.models_delay)
+        if self.models_status != 200 or not handler.path.endswith("/models"):
+            status = self.models_status if self.models_status != 200 else 404
+            self._send(handler, status, b'{"error": {"message": "not here"}}')
+            return
+        models = {"object": "list", "data": [{"id": "fault", "object": "model", "owned_by": "t"}]}
+        self._send(handler, 200, json.dumps(models).encode())
+
     def respond(
         self, handler: BaseHTTPRequestHandler, scenario: str, count: int, body: dict
     ) -> None:
@@ -141,6 +170,12 @@ class FaultServer:
         elif scenario == "words":
             top = {"The": 0.5, "This": 0.3, "Sure": 0.15, "3": 0.01}
             self._send(handler, 200, json.dumps(_completion(top, "The")).encode())
+        elif scenario == "too-long":
+            error = {
+                "message": "This model's maximum context length is 2048 tokens",
+                "code": "context_length_exceeded",
+            }
+            self._send(handler, 400, json.dumps({"error": error}).encode())
         elif scenario == "no-logprobs":
             self._send(handler, 200, json.dumps(_completion(None)).encode())
         elif scenario == "generate":
@@ -153,9 +188,17 @@ class FaultServer:
         self.thread.start()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def stop(self) -> None:
+        """Stop listening and drop open connections: from now on the port is closed."""
         self.httpd.shutdown()
         self.httpd.server_close()
+        with self.lock:
+            for connection in self.connections:
+                with contextlib.suppress(OSError):
+                    connection.shutdown(socket.SHUT_RDWR)
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 @pytest.fixture()
@@ -247,15 +290,22 @@ def test_reply_without_logprobs_is_a_failure(backend: OpenAICompatibleBackend) -
     assert "no logprobs" in result.failure
 
 
-def test_connection_refused_is_a_failure(monkeypatch: pytest.MonkeyPatch) -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+def test_closed_port_is_unavailable_before_any_request(caplog: pytest.LogCaptureFixture) -> None:
+    """A dead port costs one refused GET /models, not every item's retries."""
+    caplog.set_level(logging.DEBUG)
+    port = free_port()
     judge = OpenAICompatibleBackend(
-        f"http://127.0.0.1:{port}/v1", model="x", api_key_env=KEY_ENV, max_retries=0, timeout=2
+        f"http://127.0.0.1:{port}/v1", model="x", api_key_env=KEY_ENV, max_retries=5, timeout=60
     )
-    (result,) = judge.digit_scores(["a\n"], ["b"])
-    assert not result.ok and "APIConnectionError" in result.failure
+    started = time.perf_counter()
+    with pytest.raises(JudgeUnavailableError) as caught:
+        judge.digit_scores(["a\n"], ["b", "c"])
+    assert time.perf_counter() - started < 5
+    message = str(caught.value)
+    assert f"http://127.0.0.1:{port}/v1/models got no answer" in message
+    assert "APIConnectionError after 0 retries" in message and "0 of 0 items" in message
+    with pytest.raises(JudgeUnavailableError):  # stays unavailable, without another request
+        judge.generate("hi")
 
 
 def test_generate(backend: OpenAICompatibleBackend, server: FaultServer) -> None:
@@ -265,9 +315,15 @@ def test_generate(backend: OpenAICompatibleBackend, server: FaultServer) -> None
     assert SECRET not in str(caught.value)
 
 
-def test_loglikelihoods_unsupported(backend: OpenAICompatibleBackend) -> None:
-    with pytest.raises(UnsupportedError, match="local backend"):
+def test_loglikelihoods_unsupported(backend: OpenAICompatibleBackend, server: FaultServer) -> None:
+    """A server without /v1/completions (HTTP 404) cannot score likelihoods; probed once."""
+    assert not backend.supports_likelihood()
+    with pytest.raises(UnsupportedError, match="local backend") as caught:
         backend.loglikelihoods(["a\n"], [("b", "c")])
+    assert f"server at {server.base_url} cannot score log-likelihoods" in str(caught.value)
+    assert "HTTP 404" in str(caught.value)
+    assert not backend.supports_likelihood()
+    assert server.hits["POST /v1/completions"] == 1
 
 
 def test_api_key_is_sent_but_never_shown(
@@ -289,7 +345,7 @@ def test_api_key_is_sent_but_never_shown(
 def test_identity_and_placeholder_key(server: FaultServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(KEY_ENV, raising=False)
     judge = OpenAICompatibleBackend(server.base_url, model="judge-7b", api_key_env=KEY_ENV)
-    assert judge.identity == "openai-compatible:judge-7b"
+    assert judge.identity == f"openai-compatible:{server.base_url}:judge-7b"
     assert judge.digit_scores(["x\n"], ["[[ok-2]]"])[0].ok
     assert server.auth_headers[-1] == "Bearer not-needed"
     named = OpenAICompatibleBackend(server.base_url, model="m", identity="custom:m:q4")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hdeval.config import LLMConfig
 from hdeval.llm.types import LLMBackend
+from hdeval.params import LLMConfig
 
 
 def make_backend(config: LLMConfig) -> LLMBackend:
@@ -19,6 +19,8 @@ def make_backend(config: LLMConfig) -> LLMBackend:
             timeout=config.timeout,
             max_retries=config.max_retries,
             min_digit_mass=config.min_digit_mass,
+            max_consecutive_failures=config.max_consecutive_failures,
+            max_failure_share=config.max_failure_share,
         )
     from hdeval.llm.local import TransformersBackend
 
