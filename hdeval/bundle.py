@@ -1,29 +1,81 @@
 """The evaluator bundle: what production scoring loads.
 
 A bundle directory holds ``aggregator.onnx``, ``criteria.yaml`` and ``card.json`` (judge
-identity, prompt template version, task wording, scoring modes, feature order, criteria hash,
-training-data hash, metrics, aggregator file hash). It is written to a temporary directory and
+identity and precision, prompt template version, task wording, scoring modes, feature order,
+aspects, criteria hash, training-data hash, metrics, aggregator file hash). The card carries the
+sha256 of its own content (``card_sha256``): an edited card (a renamed or swapped aspect, other
+task wording, a deleted key) is refused when read, since it would change the prompts or the
+labels of the scores without changing the aggregator. It is written to a temporary directory and
 swapped into place in one step (:func:`hdeval.atomic_dir.staged_dir`), so a reader, or an export
 killed at any moment, leaves the previous complete bundle or the new one, never half of one.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hdeval.atomic_dir import staged_dir
 from hdeval.criteria import CriteriaTree
 from hdeval.errors import ModelIntegrityError
-from hdeval.params import TaskSpec
+from hdeval.params import Mode, TaskSpec
 from hdeval.paths import sha256_file
 from hdeval.prompts import TEMPLATE_VERSION
 
 AGGREGATOR = "aggregator.onnx"
 CRITERIA = "criteria.yaml"
 CARD = "card.json"
-CARD_VERSION = 1
+CARD_VERSION = 2
+
+
+PRECISIONS = ("bfloat16", "float16", "float32")
+
+
+def split_precision(identity: str) -> tuple[str, str | None]:
+    """(a judge identity without its precision, the precision or None).
+
+    A local judge's identity ends in the dtype its weights run in
+    (``transformers:<name>:<weights hash>:float32``): part of every cache key, since scores move
+    slightly with it, but not of what a bundle must match (see ``llm.strict_precision``). A server
+    judge's identity names no precision.
+    """
+    head, _, last = identity.rpartition(":")
+    if identity.startswith("transformers:") and last in PRECISIONS:
+        return head, last
+    return identity, None
+
+
+class Card(BaseModel):
+    """The fields of ``card.json`` and their types (all required, no others)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    card_version: Literal[2]
+    llm_identity: str
+    llm_precision: str | None
+    template_version: str
+    task: TaskSpec
+    modes: list[Mode] = Field(min_length=1)
+    unconditioned: bool
+    feature_names: list[str] = Field(min_length=1)
+    aspects: list[str] = Field(min_length=1)
+    criteria_sha256: str
+    training_data_sha256: str
+    aggregator: str
+    aggregator_sha256: str
+    background_sha256: str | None
+    metrics: dict
+    card_sha256: str
+
+
+def card_sha256(card: dict) -> str:
+    """sha256 of every field of ``card`` except ``card_sha256`` (canonical JSON)."""
+    body = {k: v for k, v in card.items() if k != "card_sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
 def export_bundle(
@@ -42,7 +94,11 @@ def export_bundle(
     sample=None,
     background=None,
 ) -> Path:
-    """Write a bundle atomically; the ONNX parity check runs before anything is renamed."""
+    """Write a bundle atomically; the ONNX parity check runs before anything is renamed.
+
+    ``llm_identity`` is the judge's full identity; its precision (a local judge's dtype) is
+    stored apart, as ``llm_precision``.
+    """
     from hdeval.onnx_export import export_onnx
 
     path = Path(path)
@@ -63,7 +119,8 @@ def export_bundle(
             background_sha256 = sha256_file(save_background(tmp, background))
         card = {
             "card_version": CARD_VERSION,
-            "llm_identity": llm_identity,
+            "llm_identity": split_precision(llm_identity)[0],
+            "llm_precision": split_precision(llm_identity)[1],
             "template_version": TEMPLATE_VERSION,
             "task": task.model_dump(),
             "modes": list(modes),
@@ -77,20 +134,40 @@ def export_bundle(
             "background_sha256": background_sha256,
             "metrics": metrics or {},
         }
+        card["card_sha256"] = card_sha256(card)
         (tmp / CARD).write_text(json.dumps(card, indent=2))
     return path
 
 
 def read_card(path: str | Path) -> dict:
+    """The card of the bundle at ``path``, refused unless it is exactly as exported."""
     card_path = Path(path) / CARD
     if not card_path.is_file():
         raise ModelIntegrityError(f"{path} is not an hdeval bundle: {CARD} is missing")
     try:
-        card = json.loads(card_path.read_text())
-    except json.JSONDecodeError as exc:
+        card = json.loads(card_path.read_text(encoding="utf-8"))
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, bad UTF-8, absurd nesting
         raise ModelIntegrityError(f"{card_path} is not valid JSON: {exc}") from exc
+    if not isinstance(card, dict):
+        raise ModelIntegrityError(f"{card_path} is not a bundle card (not a JSON object)")
     if card.get("card_version") != CARD_VERSION:
         raise ModelIntegrityError(
-            f"{card_path}: card version {card.get('card_version')!r}, expected {CARD_VERSION}"
+            f"{card_path}: card version {card.get('card_version')!r}, expected {CARD_VERSION}; "
+            "retrain the evaluator with this hdeval"
         )
+    if "card_sha256" not in card:
+        raise ModelIntegrityError(f"{card_path} has no integrity hash (card_sha256)")
+    if card_sha256(card) != card["card_sha256"]:
+        raise ModelIntegrityError(
+            f"{card_path} was edited after export (its content no longer matches card_sha256): "
+            "the card decides the prompts, the judge and the names of the scores, so an edit "
+            "would mislabel them; retrain instead of editing a bundle"
+        )
+    try:
+        Card.model_validate(card)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'card'}: {e['msg']}" for e in exc.errors()
+        )
+        raise ModelIntegrityError(f"{card_path} is not a valid bundle card: {problems}") from exc
     return card

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from hdeval.errors import HDEvalError
 from hdeval.params import Mode
 
 PROMPT = "prompt"
@@ -50,3 +51,20 @@ def feature_columns(
     if "likelihood" in modes and unconditioned:
         columns.append(UNCONDITIONED)
     return columns
+
+
+def check_failed_shares(features, max_share: float) -> None:
+    """Refuse a feature table (pandas, NaN = failed score) in which some column has more failed
+    scores than ``max_share`` of its rows, naming those columns (``aggregator.max_failed_share``).
+    """
+    shares = features.isna().mean() if len(features) else features.isna().sum()
+    over = [(name, float(share)) for name, share in shares.items() if share > max_share]
+    if over:
+        named = ", ".join(f"{name} ({share:.0%})" for name, share in over[:10])
+        more = f" and {len(over) - 10} more" if len(over) > 10 else ""
+        raise HDEvalError(
+            f"refusing to tune the aggregator: the judge failed on more than "
+            f"aggregator.max_failed_share={max_share:g} of the {len(features)} training rows "
+            f"for {named}{more}; fix the judge (see the failures in the layer report) or raise "
+            "the share"
+        )

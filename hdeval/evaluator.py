@@ -1,19 +1,22 @@
 """Production scoring with a trained bundle: the LLM judge + the ONNX aggregator, nothing else.
 
-This path imports neither scikit-learn nor optuna. A bundle is refused when its criteria, its
-feature order, its prompt templates or its judge do not match what is loaded now: criterion
-scores from another judge or prompt are not what the aggregator learned from.
+This path imports neither scikit-learn nor optuna. A bundle is refused when its card was edited,
+when its criteria, its feature order, its aspect names, its prompt templates or its judge do not
+match what is loaded now: criterion scores from another judge or prompt are not what the
+aggregator learned from. A judge that differs only in precision (a bundle trained in bfloat16,
+scored in float32) is a warning, or a refusal with ``strict_precision``.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from hdeval.bundle import AGGREGATOR, CRITERIA, read_card
+from hdeval.bundle import AGGREGATOR, CRITERIA, read_card, split_precision
 from hdeval.columns import feature_columns
 from hdeval.criteria import CriteriaTree
 from hdeval.criterion_scorer import (
@@ -28,6 +31,8 @@ from hdeval.judge import CachedJudge
 from hdeval.onnx_runtime import OnnxAggregator
 from hdeval.params import TaskSpec
 from hdeval.prompts import TEMPLATE_VERSION
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -74,6 +79,75 @@ def _finite(values: np.ndarray) -> list[float | None]:
     return [float(v) if np.isfinite(v) else None for v in values]
 
 
+@dataclass(frozen=True)
+class Bundle:
+    """A bundle checked against itself (card, criteria, aggregator), not yet bound to a judge."""
+
+    path: Path
+    card: dict
+    tree: CriteriaTree
+    aggregator: OnnxAggregator
+
+
+def open_bundle(path: str | Path) -> Bundle:
+    """Open a bundle and check it against itself; no judge is needed (nor loaded) for this."""
+    path = Path(path)
+    card = read_card(path)
+    tree = CriteriaTree.from_yaml(path / CRITERIA)
+    if tree.fingerprint() != card["criteria_sha256"]:
+        raise ModelIntegrityError(
+            f"{path / CRITERIA} does not match the criteria the aggregator was trained on "
+            "(criteria hash differs); retrain instead of editing a bundle"
+        )
+    if card["template_version"] != TEMPLATE_VERSION:
+        raise ModelIntegrityError(
+            f"{path} was trained with prompt templates {card['template_version']!r}, this "
+            f"hdeval uses {TEMPLATE_VERSION!r}; retrain the evaluator"
+        )
+    expected = feature_columns([c.id for c in tree], card["modes"], card["unconditioned"])
+    if expected != card["feature_names"]:
+        raise ModelIntegrityError(f"{path}: feature order in the card does not match its criteria")
+    aggregator = OnnxAggregator(path / AGGREGATOR, expected_sha256=card["aggregator_sha256"])
+    if aggregator.n_features != len(expected):
+        raise ModelIntegrityError(
+            f"{path / AGGREGATOR} takes {aggregator.n_features} features, the card lists "
+            f"{len(expected)}"
+        )
+    if aggregator.n_outputs not in (None, len(card["aspects"])):
+        raise ModelIntegrityError(
+            f"{path / AGGREGATOR} predicts {aggregator.n_outputs} aspects, the card lists "
+            f"{len(card['aspects'])}"
+        )
+    stored = {"aspects": aggregator.output_names, "feature_names": aggregator.feature_names}
+    for key, names in stored.items():
+        if names != card[key]:
+            raise ModelIntegrityError(
+                f"{path}: the card's {key} {card[key]} are not the aggregator's {names}; "
+                "retrain instead of editing a bundle"
+            )
+    return Bundle(path, card, tree, aggregator)
+
+
+def check_judge(bundle: Bundle, judge: CachedJudge, strict_precision: bool = False) -> None:
+    """Refuse a judge other than the bundle's; another precision warns (strict: refuses)."""
+    card, path = bundle.card, bundle.path
+    model, precision = split_precision(judge.identity)
+    if card["llm_identity"] != model:
+        raise ModelIntegrityError(
+            f"{path} was trained with judge {card['llm_identity']!r} but the loaded judge is "
+            f"{model!r}; criterion scores of another judge are not what its aggregator learned"
+        )
+    if card["llm_precision"] != precision:
+        message = (
+            f"{path} was trained with the judge in {card['llm_precision']}, the loaded judge "
+            f"runs in {precision}: criterion scores move slightly (about 0.02 on the 1-5 scale "
+            f"between bfloat16 and float32); set llm.dtype: {card['llm_precision']} to match"
+        )
+        if strict_precision:
+            raise ModelIntegrityError(f"{message} (refused: llm.strict_precision is on)")
+        log.warning(message)
+
+
 class Evaluator:
     """A loaded bundle bound to an LLM backend."""
 
@@ -97,41 +171,16 @@ class Evaluator:
         return list(self.card["feature_names"])
 
     @classmethod
-    def load(cls, path: str | Path, judge: CachedJudge) -> Evaluator:
-        """Open a bundle and check it against itself and against ``judge``."""
-        path = Path(path)
-        card = read_card(path)
-        tree = CriteriaTree.from_yaml(path / CRITERIA)
-        if tree.fingerprint() != card["criteria_sha256"]:
-            raise ModelIntegrityError(
-                f"{path / CRITERIA} does not match the criteria the aggregator was trained on "
-                "(criteria hash differs); retrain instead of editing a bundle"
-            )
-        if card["template_version"] != TEMPLATE_VERSION:
-            raise ModelIntegrityError(
-                f"{path} was trained with prompt templates {card['template_version']!r}, this "
-                f"hdeval uses {TEMPLATE_VERSION!r}; retrain the evaluator"
-            )
-        if card["llm_identity"] != judge.identity:
-            raise ModelIntegrityError(
-                f"{path} was trained with judge {card['llm_identity']!r} but the loaded judge is "
-                f"{judge.identity!r}; criterion scores of another judge are not what its "
-                "aggregator learned"
-            )
-        expected = feature_columns([c.id for c in tree], card["modes"], card["unconditioned"])
-        if expected != card["feature_names"]:
-            raise ModelIntegrityError(
-                f"{path}: feature order in the card does not match its criteria"
-            )
-        aggregator = OnnxAggregator(path / AGGREGATOR, expected_sha256=card["aggregator_sha256"])
-        if aggregator.n_features != len(expected):
-            raise ModelIntegrityError(
-                f"{path / AGGREGATOR} takes {aggregator.n_features} features, the card lists "
-                f"{len(expected)}"
-            )
+    def load(
+        cls, path: str | Path | Bundle, judge: CachedJudge, strict_precision: bool = False
+    ) -> Evaluator:
+        """Open a bundle (or take an :func:`open_bundle` one) and check it against ``judge``."""
+        bundle = path if isinstance(path, Bundle) else open_bundle(path)
+        check_judge(bundle, judge, strict_precision)
+        card = bundle.card
         task = TaskSpec.model_validate(card["task"])
         scorer = CriterionScorer(judge, task, card["modes"], card["unconditioned"])
-        return cls(path, card, tree, aggregator, scorer)
+        return cls(bundle.path, card, bundle.tree, bundle.aggregator, scorer)
 
     def score_samples(self, samples: Any, progress: bool = True) -> Scores:
         """Score samples: a list of :class:`~hdeval.criterion_scorer.Sample` or a table indexed

@@ -369,6 +369,9 @@ def export_onnx(
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, tmp_name = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     tmp = Path(tmp_name)
+    umask = os.umask(0o022)
+    os.umask(umask)
+    os.fchmod(handle, 0o666 & ~umask)  # as open() would: mkstemp makes the file 0600
     try:
         with os.fdopen(handle, "wb") as out:
             out.write(model.SerializeToString())

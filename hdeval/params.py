@@ -50,6 +50,10 @@ class LLMConfig(_Section):
     ``max_consecutive_failures`` and ``max_failure_share`` (openai) stop a run whose server is
     down or mostly failing: after that many items in a row got no usable answer from the server,
     or once more than that share of all items failed (after at least 20 items).
+
+    ``strict_precision`` refuses a bundle trained with the same judge in another precision
+    (``dtype: auto`` resolves to bfloat16 where the CPU has it, float32 elsewhere) instead of
+    warning.
     """
 
     backend: Literal["embedded", "transformers", "openai"] = "embedded"
@@ -67,6 +71,7 @@ class LLMConfig(_Section):
     max_context: int | None = Field(None, ge=1)
     max_consecutive_failures: int = Field(8, ge=1)
     max_failure_share: float = Field(0.5, gt=0, le=1)
+    strict_precision: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -92,7 +97,11 @@ class LLMConfig(_Section):
 
 
 class DataParams(_Section):
-    """Which human labels, which documents, and how they are split."""
+    """Which human labels, which documents, and how they are split.
+
+    ``max_field_chars`` is the longest text field (source, output, reference...) a label or
+    input row may hold; a longer one is an error naming its row.
+    """
 
     path: Path = Path("data/summeval/summeval.jsonl")
     new_labels: list[Path] = Field(default_factory=list)
@@ -104,6 +113,7 @@ class DataParams(_Section):
     n_docs: int | None = Field(8, ge=2)
     test_fraction: float = Field(0.3, gt=0, lt=1)
     seed: int = 0
+    max_field_chars: int = Field(1_000_000, ge=1)
 
 
 class HierarchyParams(_Section):
@@ -121,11 +131,17 @@ class HierarchyParams(_Section):
 
 
 class AggregatorParams(_Section):
-    """The final aggregator and its Optuna search."""
+    """The final aggregator and its Optuna search.
+
+    ``max_failed_share``: tuning is refused when a feature column has more failed criterion
+    scores than this share of the training rows (the judge failed; imputed values would be
+    learned instead of scores).
+    """
 
     kind: AggregatorKind = "linear"
     n_trials: int = Field(20, ge=0)
     cv_folds: int = Field(5, ge=2)
+    max_failed_share: float = Field(0.2, ge=0, le=1)
 
 
 class EvaluateParams(_Section):

@@ -14,7 +14,7 @@ import pandas as pd
 
 from hdeval.aggregators import averaged_baseline
 from hdeval.bundle import export_bundle
-from hdeval.columns import UNCONDITIONED, criterion_of, of_mode
+from hdeval.columns import UNCONDITIONED, check_failed_shares, criterion_of, of_mode
 from hdeval.criteria import CriteriaTree
 from hdeval.data import (
     LabelledData,
@@ -72,6 +72,7 @@ def tune_and_fit(
     """
     from hdeval.tuning import data_fingerprint, tune
 
+    check_failed_shares(features, params.aggregator.max_failed_share)
     targets = train.targets.loc[features.index]
     groups = train.samples.loc[features.index, "doc_id"].to_numpy()
     kind, seed = params.aggregator.kind, params.hierarchy.seed

@@ -530,7 +530,9 @@ def test_multi_megabyte_texts_load(tmp_path: Path, suffix: str) -> None:
         path.write_bytes(jsonl(row("a", source=big_source, output=big_output), row("b")))
     else:
         path.write_bytes(csv(f"a,d1,m1,{big_source},{big_output},Ref.,3,4", "b,d1,m1,S.,O.,R.,3,4"))
-    data = load_labels(path, ASPECTS, RANGE)
+    with pytest.raises(DataValidationError, match="3,000,000 characters, more than the limit"):
+        load_labels(path, ASPECTS, RANGE)  # the default limit is 1,000,000 characters
+    data = load_labels(path, ASPECTS, RANGE, max_chars=3_000_000)
     assert len(data) == 2
     assert data.samples.loc["a", "source"] == big_source
     assert data.samples.loc["a", "output"] == big_output

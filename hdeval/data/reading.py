@@ -5,19 +5,26 @@ from __future__ import annotations
 import io
 import json
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pandas as pd
 
 from hdeval.data.table import OPTIONAL_COLUMNS, LabelledData, ScoreRange, _build
-from hdeval.data.validation import _ErrorLog, _normalise_ranges, _raw_id, _validate_row
+from hdeval.data.validation import (
+    MAX_FIELD_CHARS,
+    _ErrorLog,
+    _normalise_ranges,
+    _raw_id,
+    _validate_row,
+)
 from hdeval.errors import DataValidationError
 
 JSON_LINES_SUFFIXES = (".jsonl", ".ndjson", ".json")
 CSV_SUFFIXES = (".csv",)
 _BOM = b"\xef\xbb\xbf"
+_EMPTY = "file is empty; expected at least one labelled row"
 
 
 def _utf8_problems(raw: bytes) -> list[tuple[int, int]]:
@@ -40,11 +47,31 @@ def _utf8_message(byte: int, offset: int) -> str:
     return f"invalid UTF-8 byte 0x{byte:02x} at byte offset {offset}; save the file as UTF-8"
 
 
-def _json_lines_rows(raw: bytes, log: _ErrorLog, base_offset: int = 0) -> Iterator[tuple[str, Any]]:
-    """Yield (location, parsed object) per non-blank line; decoding/parse errors are logged."""
-    offset = base_offset
-    for number, line in enumerate(raw.split(b"\n"), start=1):
-        start, offset = offset, offset + len(line) + 1
+def _parse_json(text: str, log: _ErrorLog, where: str) -> tuple[bool, Any]:
+    """(parsed, value) of one JSON text; a malformed, absurdly nested or huge-number text is
+    logged against ``where`` instead of crashing the reader."""
+    try:
+        return True, json.loads(text)
+    except json.JSONDecodeError as exc:
+        log.add(where, f"malformed JSON: {exc.msg} at column {exc.colno}")
+    except RecursionError:
+        log.add(where, "JSON nested too deeply to read")
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        log.add(where, f"unreadable JSON value: {str(exc).split(';')[0]}")
+    return False, None
+
+
+def _json_lines_rows(
+    lines: Iterable[bytes], log: _ErrorLog, base_offset: int = 0
+) -> Iterator[tuple[str, Any]]:
+    """Yield (location, parsed object) per non-blank line; decoding/parse errors are logged.
+
+    ``lines`` may be an open binary file: rows are read one at a time.
+    """
+    offset, blank = base_offset, True
+    for number, raw_line in enumerate(lines, start=1):
+        line = raw_line.removesuffix(b"\n")
+        start, offset = offset, offset + len(raw_line)
         where = f"line {number}"
         try:
             text = line.decode("utf-8")
@@ -53,10 +80,12 @@ def _json_lines_rows(raw: bytes, log: _ErrorLog, base_offset: int = 0) -> Iterat
             continue
         if not text.strip():
             continue
-        try:
-            yield where, json.loads(text)
-        except json.JSONDecodeError as exc:
-            log.add(where, f"malformed JSON: {exc.msg} at column {exc.colno}")
+        blank = False
+        parsed, value = _parse_json(text, log, where)
+        if parsed:
+            yield where, value
+    if blank:
+        log.add("", _EMPTY)
 
 
 def _json_array_rows(text: str, log: _ErrorLog) -> Iterator[tuple[str, Any]]:
@@ -64,6 +93,9 @@ def _json_array_rows(text: str, log: _ErrorLog) -> Iterator[tuple[str, Any]]:
         items = json.loads(text)
     except json.JSONDecodeError as exc:
         log.add(f"line {exc.lineno}", f"malformed JSON: {exc.msg} at column {exc.colno}")
+        return
+    except (RecursionError, ValueError):
+        _parse_json(text, log, "")  # logs what is wrong
         return
     if not isinstance(items, list):
         log.add("", "a .json file must hold a JSON array of rows or one JSON object per line")
@@ -126,13 +158,20 @@ def _csv_rows(text: str, aspects: Sequence[str], log: _ErrorLog) -> Iterator[tup
 
 
 def _parsed_rows(
-    path: Path, raw: bytes, aspects: Sequence[str], log: _ErrorLog
+    path: Path, handle: BinaryIO, aspects: Sequence[str], log: _ErrorLog
 ) -> Iterator[tuple[str, Any]]:
     suffix = path.suffix.lower()
-    bom = len(_BOM) if raw.startswith(_BOM) else 0
-    body = raw[bom:]
-    if suffix in JSON_LINES_SUFFIXES and not (suffix == ".json" and body.lstrip()[:1] == b"["):
-        yield from _json_lines_rows(body, log, base_offset=bom)
+    bom = len(_BOM) if handle.read(len(_BOM)) == _BOM else 0
+    handle.seek(bom)
+    if suffix in JSON_LINES_SUFFIXES and suffix != ".json":
+        yield from _json_lines_rows(handle, log, base_offset=bom)
+        return
+    body = handle.read()
+    if not body.strip():
+        log.add("", _EMPTY)
+        return
+    if suffix == ".json" and body.lstrip()[:1] != b"[":
+        yield from _json_lines_rows(body.splitlines(keepends=True), log, base_offset=bom)
         return
     problems = _utf8_problems(body)
     for offset, line in problems:
@@ -150,50 +189,54 @@ def load_labels(
     path: str | Path,
     aspects: Sequence[str],
     score_range: ScoreRange | Mapping[str, ScoreRange],
+    max_chars: int = MAX_FIELD_CHARS,
 ) -> LabelledData:
     """Read and validate a JSONL / JSON-array / CSV label file.
 
     ``score_range`` is one inclusive ``(low, high)`` for every aspect, or a mapping from aspect
-    to its range. Raises :class:`DataValidationError` listing every problem found.
+    to its range. A text field longer than ``max_chars`` characters is an error. Raises
+    :class:`DataValidationError` listing every problem found.
     """
-    return _load(Path(path), list(aspects), _normalise_ranges(aspects, score_range))
+    ranges = _normalise_ranges(aspects, score_range)
+    return _load(Path(path), list(aspects), ranges, max_chars)
 
 
-def load_texts(path: str | Path) -> LabelledData:
+def load_texts(path: str | Path, max_chars: int = MAX_FIELD_CHARS) -> LabelledData:
     """Read texts to score (rows as in a label file; ``scores`` optional and ignored)."""
-    return _load(Path(path), [], {})
+    return _load(Path(path), [], {}, max_chars)
 
 
-def _load(path: Path, aspects: list[str], ranges: dict[str, ScoreRange]) -> LabelledData:
+def _load(
+    path: Path, aspects: list[str], ranges: dict[str, ScoreRange], max_chars: int
+) -> LabelledData:
     suffix = path.suffix.lower()
     if suffix not in JSON_LINES_SUFFIXES + CSV_SUFFIXES:
         raise DataValidationError(
             f"{path}: unsupported label file type {path.suffix!r}; use .jsonl, .json or .csv"
         )
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise DataValidationError(f"{path}: cannot read label file: {exc.strerror}") from exc
     log = _ErrorLog(path)
-    if not raw.removeprefix(_BOM).strip():
-        log.add("", "file is empty; expected at least one labelled row")
-        log.raise_if_any()
     records: list[dict[str, Any]] = []
     first_seen: dict[str, str] = {}
-    for where, parsed in _parsed_rows(path, raw, aspects, log):
-        record, problems = _validate_row(parsed, aspects, ranges)
-        row_id = _raw_id(parsed)
-        for problem in problems:
-            log.add(where, problem, row_id)
-        if record is None:
-            continue
-        row_id = record["id"]
-        if row_id in first_seen:
-            message = f"field 'id': duplicate id {row_id!r}, first used at {first_seen[row_id]}"
-            log.add(where, message, row_id)
-            continue
-        first_seen[row_id] = where
-        records.append(record)
+    try:
+        with open(path, "rb") as handle:
+            for where, parsed in _parsed_rows(path, handle, aspects, log):
+                record, problems = _validate_row(parsed, aspects, ranges, max_chars)
+                row_id = _raw_id(parsed)
+                for problem in problems:
+                    log.add(where, problem, row_id)
+                if record is None:
+                    continue
+                row_id = record["id"]
+                if row_id in first_seen:
+                    message = (
+                        f"field 'id': duplicate id {row_id!r}, first used at {first_seen[row_id]}"
+                    )
+                    log.add(where, message, row_id)
+                    continue
+                first_seen[row_id] = where
+                records.append(record)
+    except OSError as exc:
+        raise DataValidationError(f"{path}: cannot read label file: {exc.strerror}") from exc
     if not records and not log.messages:
         log.add("", "file holds no labelled rows")
     log.raise_if_any()

@@ -51,13 +51,22 @@ def split_by_document(
     return train, test
 
 
-def subsample_documents(data: LabelledData, n_docs: int | None, seed: int) -> LabelledData:
-    """Keep every row of ``n_docs`` randomly chosen documents (``None`` keeps all)."""
+def subsample_documents(
+    data: LabelledData, n_docs: int | None, seed: int, where: str = "n_docs"
+) -> LabelledData:
+    """Keep every row of ``n_docs`` randomly chosen documents (``None`` keeps all).
+
+    ``where`` names the setting and the label files in an error (``data.n_docs in
+    params.yaml; labels: ...``).
+    """
     if n_docs is None:
         return data
     documents = _documents(data)
     if not 1 <= n_docs <= len(documents):
-        raise ConfigError(f"n_docs must be between 1 and {len(documents)}, got {n_docs}")
+        raise ConfigError(
+            f"{where}: {n_docs} documents asked for, the labels hold {len(documents)}; "
+            f"use 1 to {len(documents)}, or null for all"
+        )
     rng = np.random.default_rng(seed)
     chosen = rng.choice(len(documents), size=n_docs, replace=False)
     return _rows_of_documents(data, (documents[i] for i in chosen))
@@ -101,10 +110,18 @@ def merge_labels(base: LabelledData, new: LabelledData) -> LabelledData:
     return _build(merged, base.aspects)
 
 
-def load_split(config: DataParams) -> tuple[LabelledData, LabelledData]:
-    """Labels (plus any new label files), subsampled by document, split by document."""
-    data = load_labels(config.path, config.aspects, config.score_range)
+def load_split(
+    config: DataParams, params_file: str = "params.yaml"
+) -> tuple[LabelledData, LabelledData]:
+    """Labels (plus any new label files), subsampled by document, split by document.
+
+    ``params_file`` names where ``config`` came from, in errors.
+    """
+    limit = config.max_field_chars
+    data = load_labels(config.path, config.aspects, config.score_range, limit)
     for extra in config.new_labels:
-        data = merge_labels(data, load_labels(extra, config.aspects, config.score_range))
-    data = subsample_documents(data, config.n_docs, config.seed)
+        data = merge_labels(data, load_labels(extra, config.aspects, config.score_range, limit))
+    files = ", ".join(map(str, [config.path, *config.new_labels]))
+    where = f"data.n_docs in {params_file} (labels: {files})"
+    data = subsample_documents(data, config.n_docs, config.seed, where)
     return split_by_document(data, config.test_fraction, config.seed)

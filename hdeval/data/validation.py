@@ -14,6 +14,10 @@ from hdeval.errors import ConfigError, DataValidationError
 
 # --------------------------------------------------------------------------- validation
 
+#: Default longest text field of a row, in characters (``data.max_field_chars``).
+MAX_FIELD_CHARS = 1_000_000
+_TEXT_FIELDS = ("id", "doc_id", "system_id", "source", "output", "reference", *OPTIONAL_COLUMNS)
+
 
 def _int_to_str(value: Any) -> Any:
     """Ids may be written as JSON integers; they are kept as text."""
@@ -104,13 +108,32 @@ def _blank_errors(raw: Mapping[str, Any]) -> list[str]:
     return errors
 
 
+def _length_errors(raw: Mapping[str, Any], max_chars: int) -> list[str]:
+    """Text fields longer than ``max_chars`` characters."""
+    fields = [(f, raw.get(f)) for f in _TEXT_FIELDS]
+    references = raw.get("references")
+    if isinstance(references, list):
+        fields += [(f"references[{i}]", ref) for i, ref in enumerate(references)]
+    return [
+        f"field '{name}': {len(value):,} characters, more than the limit of {max_chars:,} "
+        "(data.max_field_chars in params, --max-field-chars on the command line)"
+        for name, value in fields
+        if isinstance(value, str) and len(value) > max_chars
+    ]
+
+
 def _validate_row(
-    raw: Any, aspects: Sequence[str], ranges: Mapping[str, ScoreRange]
+    raw: Any,
+    aspects: Sequence[str],
+    ranges: Mapping[str, ScoreRange],
+    max_chars: int = MAX_FIELD_CHARS,
 ) -> tuple[dict[str, Any] | None, list[str]]:
     """Validate one parsed row; return (canonical record or None, error messages)."""
     if not isinstance(raw, dict):
         return None, [f"expected a JSON object, got {_type_name(raw)}"]
-    errors: list[str] = []
+    errors: list[str] = _length_errors(raw, max_chars)
+    if errors:
+        return None, errors
     row = None
     try:
         row = _RowModel.model_validate(raw)
