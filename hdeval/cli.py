@@ -11,8 +11,9 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.logging import RichHandler
+from rich.markup import escape
 
-from hdeval.errors import HDEvalError
+from hdeval.errors import ConfigError, HDEvalError
 
 app = typer.Typer(help="Trainable, explainable LLM evaluation (HD-Eval).", no_args_is_help=True)
 model_app = typer.Typer(help="The embedded default judge model.", no_args_is_help=True)
@@ -30,13 +31,29 @@ ParamsOption = Annotated[
 ]
 
 
+def _params_file(path: Path | None) -> Path | None:
+    """The params file in use: the one named, else ./params.yaml if present, else None."""
+    if path is not None:
+        return path
+    return Path("params.yaml") if Path("params.yaml").is_file() else None
+
+
 def _params(path: Path | None):
     """The params file named (which must exist), else ./params.yaml if present, else defaults."""
     from hdeval.params import Params, load_params
 
-    if path is not None:
-        return load_params(path)
-    return load_params("params.yaml") if Path("params.yaml").is_file() else Params()
+    found = _params_file(path)
+    return load_params(found) if found is not None else Params()
+
+
+MaxCharsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-field-chars",
+        min=1,
+        help="Longest text field of a row in characters (default: data.max_field_chars).",
+    ),
+]
 
 
 @app.callback()
@@ -56,7 +73,7 @@ def run_cli() -> None:
     try:
         app()
     except HDEvalError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
         sys.exit(2)
 
 
@@ -113,16 +130,22 @@ def features(
     ),
     docs: Annotated[int | None, typer.Option(help="Score only this many random documents.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the document sample.")] = 0,
+    max_field_chars: MaxCharsOption = None,
 ) -> None:
     """Score every sample of DATA on every criterion of the tree with the configured judge."""
     from hdeval.criteria import CriteriaTree
     from hdeval.criterion_scorer import CriterionScorer
     from hdeval.data import load_labels, subsample_documents
     from hdeval.judge import open_judge
+    from hdeval.score_output import check_out_path
 
+    if mode not in ("prompt", "likelihood", "both"):
+        raise typer.BadParameter(f"{mode!r} is not prompt, likelihood or both", param_hint="--mode")
     config = _params(params)
-    labels = load_labels(data, aspects.split(","), config.data.score_range)
-    labels = subsample_documents(labels, docs, seed)
+    check_out_path(out, [data, criteria, _params_file(params)])
+    limit = max_field_chars or config.data.max_field_chars
+    labels = load_labels(data, aspects.split(","), config.data.score_range, limit)
+    labels = subsample_documents(labels, docs, seed, f"--docs (labels: {data})")
     tree = CriteriaTree.from_yaml(criteria)
     modes = ("prompt", "likelihood") if mode == "both" else (mode,)
     scorer = CriterionScorer(open_judge(config.llm), config.task, modes=modes)
@@ -147,10 +170,21 @@ def train(
     ] = None,
 ) -> None:
     """Train an evaluator end to end (Algorithm 1, tuning, export, held-out check) without DVC."""
+    from hdeval.criteria import aspects_tree
+    from hdeval.data.splitting import load_split
     from hdeval.end_to_end import train_evaluator
     from hdeval.judge import open_judge
+    from hdeval.score_output import check_out_path
 
     config = _params(params)
+    params_file = _params_file(params)
+    # Everything a user can get wrong is checked before the judge loads or is called.
+    load_split(config.data, str(params_file or "the default params"))
+    aspects_tree(config.data)
+    if metrics_out:
+        check_out_path(metrics_out, [params_file, config.data.path, *config.data.new_labels])
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file; a bundle is a directory")
     metrics = train_evaluator(config, open_judge(config.llm), out, work)
     text = json.dumps(metrics, indent=2)
     if metrics_out:
@@ -163,7 +197,9 @@ def train(
 def score(
     inputs: Annotated[Path, typer.Argument(help="JSONL/CSV rows with id, doc_id, source, output.")],
     model: Annotated[Path, typer.Option("--model", help="Evaluator bundle directory.")],
-    out: Annotated[Path | None, typer.Option(help="Output JSONL (default: stdout).")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Output JSONL, written row by row (default: stdout).")
+    ] = None,
     params: ParamsOption = None,
     explain: Annotated[
         bool,
@@ -173,15 +209,87 @@ def score(
             "(Shapley values; base + contributions = score).",
         ),
     ] = False,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume", help="Continue the --out file of a stopped run: keep its scored rows."
+        ),
+    ] = False,
+    allow_partial: Annotated[
+        bool,
+        typer.Option(
+            "--allow-partial", help="Exit 0 even when some texts got no score (failed judge)."
+        ),
+    ] = False,
+    strict_precision: Annotated[
+        bool,
+        typer.Option(
+            "--strict-precision",
+            help="Refuse a bundle trained with the judge in another precision (else a warning).",
+        ),
+    ] = False,
+    max_field_chars: MaxCharsOption = None,
 ) -> None:
-    """Score texts with a trained evaluator: per-aspect and per-criterion scores per row."""
-    from hdeval.data import load_texts
-    from hdeval.evaluator import Evaluator
-    from hdeval.judge import open_judge
+    """Score texts with a trained evaluator: per-aspect and per-criterion scores per row.
 
-    evaluator = Evaluator.load(model, open_judge(_params(params).llm))
-    texts = load_texts(inputs)
-    result = evaluator.score_samples(texts.samples)
+    Rows are written as they are scored. Exit 1 when a text got no score (unless
+    --allow-partial); exit 2 for bad inputs, a bad bundle or an unreachable judge.
+    """
+    from tqdm.auto import tqdm
+
+    from hdeval.criterion_scorer import samples_of
+    from hdeval.data import load_texts
+    from hdeval.errors import JudgeUnavailableError
+    from hdeval.evaluator import Evaluator, open_bundle
+    from hdeval.judge import open_judge
+    from hdeval.score_output import ScoreWriter, check_out_path
+
+    # Everything a user can get wrong is checked before the judge loads or is called.
+    config = _params(params)
+    samples = samples_of(load_texts(inputs, max_field_chars or config.data.max_field_chars).samples)
+    bundle = open_bundle(model)
+    if out is not None:
+        check_out_path(out, [inputs, model, _params_file(params)])
+    writer = ScoreWriter(out, [s.id for s in samples], resume)
+    todo = [s for s in samples if s.id not in writer.done]
+    if writer.done:
+        console.print(f"resuming {out}: {len(writer.done)} rows kept, {len(todo)} to score")
+    strict = strict_precision or config.llm.strict_precision
+    unscored, truncated = 0, 0
+    try:
+        if todo:
+            evaluator = Evaluator.load(bundle, open_judge(config.llm), strict_precision=strict)
+        with tqdm(total=len(todo), desc="scoring", unit="text") as bar:
+            for sample in todo:  # each row is on disk as soon as it is scored
+                rows = _score_rows(evaluator, [sample], explain)
+                writer.write(rows)
+                unscored += sum(None in row["scores"].values() for row in rows)
+                truncated += sum(row["truncated"] for row in rows)
+                bar.update(len(rows))
+    except JudgeUnavailableError as exc:
+        kept = f"{len(writer.done) + writer.written} rows are in {out}" if out else ""
+        again = "; run again with --resume to score the rest" if out else ""
+        raise JudgeUnavailableError(f"{exc}. {kept}{again}") from exc
+    finally:
+        writer.close()
+    if truncated:
+        console.print(
+            f"[yellow]{truncated} rows were truncated to fit the judge's context[/yellow]"
+        )
+    if unscored:
+        console.print(
+            f"[yellow]{unscored} of {len(todo)} rows have no score (a failed criterion score; "
+            "see each row's 'failures')[/yellow]",
+            soft_wrap=True,
+        )
+        if not allow_partial:
+            console.print("exit 1: some texts have no score (pass --allow-partial to accept)")
+            raise typer.Exit(1)
+
+
+def _score_rows(evaluator, samples: list, explain: bool) -> list[dict]:
+    """The output rows of ``samples``: scores, criterion scores, failures, truncation."""
+    result = evaluator.score_samples(samples, progress=False)
     explanations: dict = {}
     if explain:
         from hdeval.explain.runtime import explain_scores
@@ -191,7 +299,7 @@ def score(
     for failure in result.failures:
         failures.setdefault(failure.sample_id, []).append(f"{failure.column}: {failure.reason}")
     truncated = {t.sample_id for t in result.truncations}
-    lines = []
+    rows = []
     for i, sample_id in enumerate(result.ids):
         values = result.row(i)
         row = {
@@ -203,18 +311,8 @@ def score(
         }
         if explain:
             row["explanation"] = explanations.get(sample_id)
-        lines.append(json.dumps(row))
-    text = "".join(line + "\n" for line in lines)
-    if out:
-        out.write_text(text, encoding="utf-8")
-    else:
-        sys.stdout.write(text)
-    if failures:
-        console.print(f"[yellow]{len(failures)} rows have failed criterion scores[/yellow]")
-    if truncated:
-        console.print(
-            f"[yellow]{len(truncated)} rows were truncated to fit the judge's context[/yellow]"
-        )
+        rows.append(row)
+    return rows
 
 
 ScorerNames = Annotated[
@@ -234,25 +332,34 @@ AspectsOption = Annotated[
 ]
 
 
-def _text_scorers(names, model, criteria, aspects, params):
-    """The named TextScorers on one cached judge, the aspects they are judged on, the params."""
+def _text_scorers(names, model, criteria, aspects, params, data, max_chars):
+    """The named TextScorers on one cached judge, the labels they are judged on, the judge and
+    the params. The bundle, the criteria and the labels are checked before the judge loads."""
     from hdeval.criteria import CriteriaTree
-    from hdeval.evaluator import Evaluator
+    from hdeval.data import load_labels
+    from hdeval.evaluator import Evaluator, open_bundle
     from hdeval.judge import open_judge
     from hdeval.params import TaskSpec
     from hdeval.text_scorers import HDEVAL, make_scorers
 
     config = _params(params)
     tree = CriteriaTree.from_yaml(criteria)
-    judge = open_judge(config.llm)
-    evaluator = Evaluator.load(model, judge) if model else None
-    names = names or ([HDEVAL] if model else []) + ["direct-prompt", "likelihood"]
+    bundle = open_bundle(model) if model else None
     chosen = aspects.split(",") if aspects else None
     if chosen is None:
-        chosen = evaluator.aspects if evaluator else [c.id for c in tree.layer(1)]
-    task = TaskSpec.model_validate(evaluator.card["task"]) if evaluator else config.task
+        chosen = bundle.card["aspects"] if bundle else [c.id for c in tree.layer(1)]
+    limit = max_chars or config.data.max_field_chars
+    labels = load_labels(data, chosen, config.data.score_range, limit)
+    judge = open_judge(config.llm)
+    evaluator = (
+        Evaluator.load(bundle, judge, strict_precision=config.llm.strict_precision)
+        if bundle
+        else None
+    )
+    names = names or ([HDEVAL] if model else []) + ["direct-prompt", "likelihood"]
+    task = TaskSpec.model_validate(bundle.card["task"]) if bundle else config.task
     scorers = make_scorers(names, judge, task, tree, chosen, evaluator)
-    return scorers, chosen, judge, config
+    return scorers, labels, judge
 
 
 @app.command("compare")
@@ -271,13 +378,18 @@ def compare_command(
         typer.Option(help="Also run DHP on every scorer, writing its tables and charts here."),
     ] = None,
     dhp_texts: Annotated[int, typer.Option(help="Reference texts DHP perturbs.")] = 5,
+    max_field_chars: MaxCharsOption = None,
 ) -> None:
     """Agreement with human scores of HD-Eval and the baselines, on the same rows and judge."""
     from hdeval.baselines import compare, render_markdown, render_rich
-    from hdeval.data import load_labels
+    from hdeval.score_output import check_out_path
 
-    scorers, chosen, _, config = _text_scorers(scorer, model, criteria, aspects, params)
-    labels = load_labels(data, chosen, config.data.score_range)
+    for path, option in ((markdown, "--markdown"), (csv, "--csv")):
+        if path is not None:
+            check_out_path(path, [data, model, criteria, _params_file(params)], option)
+    scorers, labels, _ = _text_scorers(
+        scorer, model, criteria, aspects, params, data, max_field_chars
+    )
     table = compare(scorers, labels.samples, labels.targets, n_boot=bootstrap)
     Console().print(render_rich(table, levels=("dataset", "summary", "system")))
     text = render_markdown(table)
@@ -325,17 +437,21 @@ def dhp_command(
         bool, typer.Option("--fail", help="Exit 1 when the first scorer is refused.")
     ] = False,
     seed: Annotated[int, typer.Option(help="Seed of the texts and perturbations.")] = 0,
+    max_field_chars: MaxCharsOption = None,
 ) -> None:
     """DHP discernment of any scorer: perturb references, test, write a table + bar chart each."""
-    from hdeval.data import load_labels
     from hdeval.dhp.acceptance import AcceptanceError, dhp_samples, gate, run_suite, summary
     from hdeval.dhp.text import TASKS
     from hdeval.params import DHPParams
+    from hdeval.score_output import check_out_path
 
     if task not in TASKS:
         raise typer.BadParameter(f"{task!r} is not one of {', '.join(TASKS)}", param_hint="--task")
-    scorers, chosen, judge, config = _text_scorers(scorer, model, criteria, aspects, params)
-    labels = load_labels(data, chosen, config.data.score_range)
+    if not out.is_dir():
+        check_out_path(out, [data, model, criteria, _params_file(params)])
+    scorers, labels, judge = _text_scorers(
+        scorer, model, criteria, aspects, params, data, max_field_chars
+    )
     settings = DHPParams(
         task=task,  # type: ignore[arg-type]
         n_texts=n_texts,
@@ -354,4 +470,3 @@ def dhp_command(
     except AcceptanceError as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from exc
-
