@@ -1,0 +1,274 @@
+"""Bad inputs through the real CLI, in a real process: refused with one line and exit 2, before
+the judge loads, and nothing already written is lost.
+
+The judge of these commands is a local model path that does not exist: a check that ran after
+the judge would fail with "llm.model_path ... does not exist" instead of its own message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hdeval.aggregators import make_aggregator
+from hdeval.bundle import card_sha256, export_bundle
+from hdeval.columns import check_failed_shares, feature_columns
+from hdeval.criteria import CriteriaTree, Criterion
+from hdeval.errors import HDEvalError
+from hdeval.params import TaskSpec
+
+HDEVAL = str(Path(sys.executable).parent / "hdeval")
+ASPECTS = ["coherence", "fluency"]
+TREE = CriteriaTree(
+    [
+        Criterion("coherence", "coherence", "well organized"),
+        Criterion("fluency", "fluency", "grammatical"),
+    ]
+)
+NO_JUDGE = "llm:\n  backend: transformers\n  model_path: /nonexistent/judge\n"
+
+
+def run(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HDEVAL_CACHE": str(cwd / "cache.sqlite")}
+    return subprocess.run(
+        [HDEVAL, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def refused(done: subprocess.CompletedProcess, *parts: str) -> str:
+    """The error of a refused command (one line; a label file's list of problems follows it),
+    checked to name ``parts``."""
+    assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, done.stderr[-2000:]
+    message = done.stderr[done.stderr.index("error:") :]
+    assert "model_path" not in message, f"the judge was opened first: {message}"
+    for part in parts:
+        assert part in message, f"{part!r} not in {message!r}"
+    return message
+
+
+def make_bundle(path: Path, identity: str = "transformers:judge:0123456789abcdef:float32") -> Path:
+    names = feature_columns([c.id for c in TREE], ["prompt"])
+    rng = np.random.default_rng(0)
+    X = rng.uniform(1, 5, (40, len(names)))
+    Y = np.c_[X[:, 0], X[:, 1] + 0.1 * X[:, 0]]
+    return export_bundle(
+        path,
+        make_aggregator("linear").fit(X, Y),
+        TREE,
+        names,
+        ASPECTS,
+        llm_identity=identity,
+        task=TaskSpec(),
+        modes=["prompt"],
+        unconditioned=False,
+        training_data="synthetic",
+        sample=X,
+    )
+
+
+def texts(path: Path, n: int = 2) -> Path:
+    rows = [
+        {"id": f"t{i}", "doc_id": "d1", "source": "A cat sat on a mat.", "output": f"Cat {i}."}
+        for i in range(n)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture()
+def project(tmp_path) -> Path:
+    make_bundle(tmp_path / "bundle")
+    texts(tmp_path / "in.jsonl")
+    (tmp_path / "params.yaml").write_text(NO_JUDGE)
+    return tmp_path
+
+
+def _edit_card(bundle: Path, edit, rehash: bool = False) -> None:
+    card = json.loads((bundle / "card.json").read_text())
+    edit(card)
+    if rehash:
+        card["card_sha256"] = card_sha256(card)
+    (bundle / "card.json").write_text(json.dumps(card, indent=2))
+
+
+def _swap(card: dict) -> None:
+    card["aspects"] = card["aspects"][::-1]
+
+
+def _rename(card: dict) -> None:
+    card["aspects"][0] = "relevance"
+
+
+def _task(card: dict) -> None:
+    card["task"]["description"] = "poetry"
+
+
+def _delete(card: dict) -> None:
+    del card["modes"]
+
+
+def _precision(card: dict) -> None:
+    card["llm_precision"] = "bfloat16"
+
+
+@pytest.mark.parametrize("edit", [_swap, _rename, _task, _delete, _precision])
+def test_edited_card_is_refused_before_the_judge(project, edit):
+    _edit_card(project / "bundle", edit)
+    done = run(["score", "in.jsonl", "--model", "bundle", "--out", "out.jsonl"], project)
+    refused(done, "card.json was edited after export", "retrain")
+    assert not (project / "out.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (_swap, "the card's aspects ['fluency', 'coherence'] are not the aggregator's"),
+        (_rename, "the card's aspects ['relevance', 'fluency'] are not the aggregator's"),
+        (_delete, "modes: Field required"),
+    ],
+)
+def test_edited_card_with_its_hash_recomputed_is_still_refused(project, edit, message):
+    """Aspect names are checked against the ones stored in the ONNX file; fields by schema."""
+    _edit_card(project / "bundle", edit, rehash=True)
+    done = run(["score", "in.jsonl", "--model", "bundle", "--out", "out.jsonl"], project)
+    refused(done, message)
+
+
+def test_compare_and_dhp_check_the_bundle_before_the_judge(project):
+    _edit_card(project / "bundle", _swap)
+    labels = project / "labels.jsonl"
+    row = {"id": "a", "doc_id": "d", "source": "S.", "output": "O.", "references": ["R."]}
+    row["scores"] = {"coherence": 3, "fluency": 4}
+    labels.write_text(json.dumps(row) + "\n")
+    (project / "aspects.yaml").write_text("")
+    TREE.to_yaml(project / "aspects.yaml")
+    common = ["--model", "bundle", "--criteria", "aspects.yaml"]
+    refused(run(["compare", "labels.jsonl", *common], project), "card.json was edited")
+    refused(run(["dhp", "labels.jsonl", "--out", "d", *common], project), "card.json was edited")
+
+
+def test_score_out_checked_before_scoring(project):
+    source = (project / "in.jsonl").read_text()
+    args = ["score", "in.jsonl", "--model", "bundle", "--out"]
+    refused(run([*args, "missing/out.jsonl"], project), "directory missing does not exist")
+    refused(run([*args, "in.jsonl"], project), "is an input of this command")
+    refused(run([*args, "bundle/card.json"], project), "is an input of this command")
+    refused(run([*args, "params.yaml"], project), "is an input of this command")
+    assert (project / "in.jsonl").read_text() == source
+    (project / "old.jsonl").write_text('{"id": "t0"}\n')
+    refused(run([*args, "old.jsonl"], project), "already exists; pass --resume")
+    assert (project / "old.jsonl").read_text() == '{"id": "t0"}\n'
+    other = '{"id": "elsewhere", "scores": {"coherence": 1.0}}\n'
+    (project / "other.jsonl").write_text(other)
+    refused(run([*args, "other.jsonl", "--resume"], project), "not among the inputs")
+    assert (project / "other.jsonl").read_text() == other
+
+
+def test_resume_of_a_finished_file_loads_no_judge(project):
+    """Every row already scored: nothing to do, and the (missing) judge is never opened."""
+    row = {"id": "t0", "scores": {"coherence": 3.0, "fluency": 4.0}, "criteria": {}}
+    done_rows = json.dumps(row) + "\n" + json.dumps({**row, "id": "t1"}) + "\n"
+    (project / "out.jsonl").write_text(done_rows + '{"id": "t')  # cut off by a kill
+    done = run(
+        ["score", "in.jsonl", "--model", "bundle", "--out", "out.jsonl", "--resume"], project
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (project / "out.jsonl").read_text() == done_rows
+
+
+def test_missing_params_file_and_bad_params_values(project):
+    args = ["score", "in.jsonl", "--model", "bundle"]
+    refused(run([*args, "--params", "typo.yaml"], project), "cannot read typo.yaml")
+    (project / "bad.yaml").write_text("aggregator:\n  kind: banana\n")
+    refused(run(["train", "--params", "bad.yaml"], project), "aggregator.kind")
+    (project / "bad.yaml").write_text("hierarchy:\n  proxy_aggregator: banana\n")
+    refused(run(["train", "--params", "bad.yaml"], project), "hierarchy.proxy_aggregator")
+
+
+def test_train_checks_labels_and_n_docs_before_the_judge(project):
+    labels = project / "labels.jsonl"
+    rows = [
+        {"id": f"{d}{s}", "doc_id": d, "source": "S.", "output": f"O {s}.",
+         "scores": {"coherence": 3, "fluency": 4}}
+        for d in "ab" for s in "xy"
+    ]  # fmt: skip
+    labels.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    TREE.to_yaml(project / "aspects.yaml")
+    data = (
+        "data:\n  path: labels.jsonl\n  criteria: aspects.yaml\n  aspects: [coherence, fluency]\n"
+    )
+    (project / "p.yaml").write_text(NO_JUDGE + data + "  n_docs: 5\n")
+    refused(
+        run(["train", "--params", "p.yaml"], project),
+        "data.n_docs in p.yaml",
+        "labels.jsonl",
+        "5 documents asked for, the labels hold 2",
+    )
+    rows[1]["scores"]["fluency"] = 7
+    labels.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (project / "p.yaml").write_text(NO_JUDGE + data + "  n_docs: 2\n")
+    refused(run(["train", "--params", "p.yaml"], project), "line 2", "outside the allowed range")
+    (project / "p.yaml").write_text(NO_JUDGE + data.replace("labels", "nothere") + "  n_docs: 2\n")
+    refused(run(["train", "--params", "p.yaml"], project), "nothere.jsonl", "cannot read")
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("[" * 200_000 + "]" * 200_000, "line 2: JSON nested too deeply to read"),
+        ('{"id": ' + "7" * 5000 + "}", "line 2: unreadable JSON value: Exceeds the limit"),
+        (
+            json.dumps({"id": "big", "doc_id": "d", "source": "S.", "output": "x" * 2000}),
+            "line 2 (id 'big'): field 'output': 2,000 characters, more than the limit of 1,000",
+        ),
+    ],
+)
+def test_hostile_rows_are_named_not_crashes(project, line, message):
+    path = texts(project / "bad.jsonl", 1)
+    path.write_text(path.read_text() + line + "\n")
+    args = ["score", "bad.jsonl", "--model", "bundle", "--max-field-chars", "1000"]
+    refused(run(args, project), message)
+
+
+def test_a_50_mb_row_is_refused_in_bounded_memory(project):
+    """A 50 MB text field: an error naming the row, and the process stays well under 1 GB."""
+    path = project / "huge.jsonl"
+    with open(path, "w") as handle:
+        handle.write('{"id": "huge", "doc_id": "d", "source": "S.", "output": "')
+        for _ in range(50):
+            handle.write("word " * 200_000)
+        handle.write('"}\n')
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    done = run(["score", "huge.jsonl", "--model", "bundle"], project)
+    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    refused(done, "line 1 (id 'huge'): field 'output': 50,000,000 characters")
+    assert peak_mib < 600 or before / 1024 >= 600, f"peak {peak_mib:.0f} MiB"
+
+
+def test_bundle_files_are_all_world_readable(project):
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (project / "bundle").iterdir()}
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert modes["aggregator.onnx"] == modes["card.json"] == 0o666 & ~umask, modes
+
+
+def test_tuning_refused_on_features_with_too_many_failed_scores():
+    import pandas as pd
+
+    features = pd.DataFrame(
+        {"prompt:a": [1.0, 2.0, np.nan, 4.0], "prompt:b": [np.nan, np.nan, 3.0, 1.0]}
+    )
+    check_failed_shares(features, 0.5)
+    with pytest.raises(HDEvalError, match=r"max_failed_share=0.3 .* for prompt:b \(50%\);"):
+        check_failed_shares(features, 0.3)
