@@ -55,7 +55,7 @@ def feature_columns(
 
 def check_failed_shares(features, max_share: float) -> None:
     """Refuse a feature table (pandas, NaN = failed score) in which some column has more failed
-    scores than ``max_share`` of its rows, naming those columns (``aggregator.max_failed_share``).
+    scores than ``max_share`` of its rows, naming those columns (``hierarchy.max_failed_share``).
     """
     shares = features.isna().mean() if len(features) else features.isna().sum()
     over = [(name, float(share)) for name, share in shares.items() if share > max_share]
@@ -63,8 +63,8 @@ def check_failed_shares(features, max_share: float) -> None:
         named = ", ".join(f"{name} ({share:.0%})" for name, share in over[:10])
         more = f" and {len(over) - 10} more" if len(over) > 10 else ""
         raise HDEvalError(
-            f"refusing to tune the aggregator: the judge failed on more than "
-            f"aggregator.max_failed_share={max_share:g} of the {len(features)} training rows "
-            f"for {named}{more}; fix the judge (see the failures in the layer report) or raise "
-            "the share"
+            f"refusing to fit on these criterion scores: the judge failed on more than "
+            f"hierarchy.max_failed_share={max_share:g} of the {len(features)} training rows "
+            f"for {named}{more}; fix the judge (the failures are in the cache: hdeval cache "
+            "info) or raise the share"
         )

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 
+from hdeval.columns import check_failed_shares
 from hdeval.criteria import CriteriaTree
 from hdeval.criterion_scorer import CriterionScorer, ScoringRun
 from hdeval.data import LabelledData
@@ -137,6 +138,7 @@ def run_layer(
         leaves = undecomposed(tree, criteria_to_expand(tree, number, selected))
     scorer = CriterionScorer(judge, task, params.modes, params.unconditioned)
     run = scorer.score(train.samples, tree, progress=progress)
+    check_failed_shares(run.features, params.max_failed_share)
     report = proxy_report(run.features, train, tree, number, params)
     return Layer(tree, run, report, leaves)
 

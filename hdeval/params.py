@@ -117,7 +117,12 @@ class DataParams(_Section):
 
 
 class HierarchyParams(_Section):
-    """How the criteria tree grows (Algorithm 1) and how scores become features."""
+    """How the criteria tree grows (Algorithm 1) and how scores become features.
+
+    ``max_failed_share``: a layer, and the aggregator's tuning, are refused when a feature
+    column has more failed criterion scores than this share of the training rows (the judge
+    failed; imputed values would be learned instead of scores).
+    """
 
     layers: int = Field(3, ge=1, le=6)
     children: int = Field(2, ge=1, le=12)
@@ -128,20 +133,15 @@ class HierarchyParams(_Section):
     cv_folds: int = Field(5, ge=2)
     importance_repeats: int = Field(5, ge=1)
     seed: int = 0
+    max_failed_share: float = Field(0.2, ge=0, le=1)
 
 
 class AggregatorParams(_Section):
-    """The final aggregator and its Optuna search.
-
-    ``max_failed_share``: tuning is refused when a feature column has more failed criterion
-    scores than this share of the training rows (the judge failed; imputed values would be
-    learned instead of scores).
-    """
+    """The final aggregator and its Optuna search."""
 
     kind: AggregatorKind = "linear"
     n_trials: int = Field(20, ge=0)
     cv_folds: int = Field(5, ge=2)
-    max_failed_share: float = Field(0.2, ge=0, le=1)
 
 
 class EvaluateParams(_Section):

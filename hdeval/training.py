@@ -72,7 +72,7 @@ def tune_and_fit(
     """
     from hdeval.tuning import data_fingerprint, tune
 
-    check_failed_shares(features, params.aggregator.max_failed_share)
+    check_failed_shares(features, params.hierarchy.max_failed_share)
     targets = train.targets.loc[features.index]
     groups = train.samples.loc[features.index, "doc_id"].to_numpy()
     kind, seed = params.aggregator.kind, params.hierarchy.seed

@@ -270,5 +270,5 @@ def test_tuning_refused_on_features_with_too_many_failed_scores():
         {"prompt:a": [1.0, 2.0, np.nan, 4.0], "prompt:b": [np.nan, np.nan, 3.0, 1.0]}
     )
     check_failed_shares(features, 0.5)
-    with pytest.raises(HDEvalError, match=r"max_failed_share=0.3 .* for prompt:b \(50%\);"):
+    with pytest.raises(HDEvalError, match=r"share=0.3 .* for prompt:b \(50%\);"):
         check_failed_shares(features, 0.3)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from hdeval.bundle import split_precision
 from hdeval.cache import ResultCache
 from hdeval.criteria import CriteriaTree, Criterion
 from hdeval.end_to_end import train_evaluator
@@ -81,7 +82,9 @@ def test_train_every_aggregator_export_and_score_through_onnx(tiny, embedded_bac
         assert len(layers[1]["criteria"]) >= 2  # layer 2 grew from the LLM's decomposition
         assert set(metrics["held_out"]) >= {"hdeval", "without_layers_2_3", "averaged_scores"}
         card = json.loads((bundle / "card.json").read_text())
-        assert card["llm_identity"] == embedded_backend.identity
+        identity, precision = split_precision(embedded_backend.identity)
+        assert (card["llm_identity"], card["llm_precision"]) == (identity, precision)
+        assert precision in ("float32", "bfloat16") and precision not in identity
         assert len(card["feature_names"]) == len(CriteriaTree.from_yaml(bundle / "criteria.yaml"))
 
         evaluator = Evaluator.load(bundle, judge)
