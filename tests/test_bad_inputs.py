@@ -187,6 +187,20 @@ def test_resume_of_a_finished_file_loads_no_judge(project):
     assert (project / "out.jsonl").read_text() == done_rows
 
 
+def test_resume_scores_again_a_row_left_without_a_score(project):
+    """A row with a null score is dropped from the file and its text queued again (here the
+    judge then cannot be opened: the file keeps the scored row only)."""
+    row = {"id": "t0", "scores": {"coherence": 3.0, "fluency": 4.0}, "criteria": {}}
+    failed = {**row, "id": "t1", "scores": {"coherence": None, "fluency": None}}
+    (project / "out.jsonl").write_text(json.dumps(row) + "\n" + json.dumps(failed) + "\n")
+    done = run(
+        ["score", "in.jsonl", "--model", "bundle", "--out", "out.jsonl", "--resume"], project
+    )
+    assert done.returncode == 2 and "model_path" in done.stderr, done.stderr[-2000:]
+    assert "1 rows kept, 1 to score" in done.stderr
+    assert (project / "out.jsonl").read_text() == json.dumps(row) + "\n"
+
+
 def test_missing_params_file_and_bad_params_values(project):
     args = ["score", "in.jsonl", "--model", "bundle"]
     refused(run([*args, "--params", "typo.yaml"], project), "cannot read typo.yaml")
