@@ -9,11 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from hdeval.cache import ResultCache
 from hdeval.criteria import CriteriaTree, Criterion
 from hdeval.end_to_end import train_evaluator
-from hdeval.errors import ModelIntegrityError
+from hdeval.errors import AcceptanceError, ModelIntegrityError
 from hdeval.evaluator import Evaluator
 from hdeval.judge import CachedJudge
 from hdeval.params import (
@@ -164,3 +165,35 @@ def test_production_scoring_imports_no_pandas(module):
     code = f"import sys, {module}; assert 'pandas' not in sys.modules, 'pandas imported'"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.model
+def test_cli_train_runs_baselines_dhp_and_the_gates(tiny, tmp_path, monkeypatch):
+    """``hdeval train`` runs what the pipeline runs after training: baselines, DHP, both gates;
+    a refusal with ``on_failure: fail`` is an error and keeps the bundle and the metrics."""
+    from typer.testing import CliRunner
+
+    from hdeval.cli import app
+
+    root, labels, _ = tiny
+    monkeypatch.setenv("HDEVAL_CACHE", str(root / "cache.sqlite"))
+    config = _config(root, labels, "linear").model_dump(mode="json")
+    config["dhp"].update(n_texts=2, probes=False)
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(config))
+    args = ["train", "--params", str(params), "--out", str(tmp_path / "b")]
+    result = CliRunner().invoke(app, [*args, "--work", str(tmp_path / "w")])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((tmp_path / "w" / "metrics.json").read_text())
+    assert set(metrics["acceptance"]) == {"dhp", "baselines"}
+    assert {"direct-prompt", "likelihood", "rouge:rouge1"} <= set(metrics["baselines"])
+    assert metrics["dhp"]["hdeval"]["n_texts"] == 2 and metrics["selection"]["kind"] == "linear"
+    assert "same-judge baseline" in metrics["acceptance"]["baselines"]["message"]
+
+    config["acceptance"].update(dhp_threshold=50.0, on_failure="fail")
+    params.write_text(yaml.safe_dump(config))
+    (tmp_path / "w" / "metrics.json").unlink()
+    refused = CliRunner().invoke(app, [*args, "--work", str(tmp_path / "w")])
+    assert isinstance(refused.exception, AcceptanceError)  # `hdeval` turns it into exit 2
+    assert "DHP refused hdeval" in str(refused.exception)
+    assert (tmp_path / "w" / "metrics.json").is_file() and (tmp_path / "b" / "card.json").is_file()
