@@ -9,11 +9,13 @@ CV-best one is then tuned and shipped. Held-out documents are never seen here.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
+from sklearn.exceptions import ConvergenceWarning
 
 from hdeval.columns import feature_columns
 from hdeval.criteria import CriteriaTree
@@ -93,27 +95,42 @@ def selection_table(
 ) -> pd.DataFrame:
     """Grouped-CV mean Pearson r of every (feature set, kind), best first (ties: listed order)."""
     rows = []
-    for candidate in candidates:
-        columns = candidate.columns(tree)
-        missing = [c for c in columns if c not in features.columns]
-        if missing:
-            raise ConfigError(f"feature set {candidate.name}: no feature column {missing[0]!r}")
-        for kind in kinds:
-            rows.append(
-                {
-                    "features": candidate.name,
-                    "modes": "+".join(candidate.modes),
-                    "layers": candidate.depth,
-                    "unconditioned": candidate.unconditioned,
-                    "kind": kind,
-                    "n_features": len(columns),
-                    "cv_pearson": cv_score(
-                        kind, {}, features[columns], targets, groups, n_splits, seed
-                    ),
-                }
-            )
+    with warnings.catch_warnings():  # an MLP that has not converged is still a fair candidate
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for candidate in candidates:
+            rows.extend(_rows(tree, features, targets, groups, candidate, kinds, n_splits, seed))
     table = pd.DataFrame(rows, columns=TABLE_COLUMNS)
     return table.sort_values("cv_pearson", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _rows(
+    tree: CriteriaTree,
+    features: pd.DataFrame,
+    targets: pd.DataFrame,
+    groups: Sequence | np.ndarray,
+    candidate: FeatureSet,
+    kinds: Sequence[str],
+    n_splits: int,
+    seed: int,
+) -> list[dict]:
+    """The CV rows of one feature set, a row per kind."""
+    columns = candidate.columns(tree)
+    missing = [c for c in columns if c not in features.columns]
+    if missing:
+        raise ConfigError(f"feature set {candidate.name}: no feature column {missing[0]!r}")
+    chosen = features[columns]
+    return [
+        {
+            "features": candidate.name,
+            "modes": "+".join(candidate.modes),
+            "layers": candidate.depth,
+            "unconditioned": candidate.unconditioned,
+            "kind": kind,
+            "n_features": len(columns),
+            "cv_pearson": cv_score(kind, {}, chosen, targets, groups, n_splits, seed),
+        }
+        for kind in kinds
+    ]
 
 
 def best_candidate(table: pd.DataFrame, candidates: Sequence[FeatureSet]) -> tuple[FeatureSet, str]:
