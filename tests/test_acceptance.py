@@ -89,3 +89,24 @@ def test_dhp_verdict_uses_the_threshold_and_the_probes() -> None:
     with pytest.raises(AcceptanceError, match=r"DHP refused.*baselines refused"):
         base = baseline_verdict(_table({"hdeval": 0.1, "likelihood": 0.4}), AcceptanceParams())
         enforce([refused, base], "fail")
+
+
+def test_results_show_the_verdicts_and_the_cv_table() -> None:
+    from hdeval.results import acceptance_markdown, selection_markdown
+
+    refused = baseline_verdict(_table({"hdeval": 0.1, "likelihood": 0.4}), AcceptanceParams())
+    text = acceptance_markdown([refused.to_dict()])
+    assert "- **refused**: baselines refused hdeval" in text
+    table = [
+        {"features": f"likelihood L1-{d}", "kind": "linear", "n_features": d, "cv_pearson": 0.1 * d}
+        for d in (3, 2)
+    ]
+    selection = {
+        "cv_table": table,
+        "kind": "linear",
+        "features": "likelihood L1-3",
+        "cv_pearson": 0.31,
+    }
+    text = selection_markdown(selection, limit=1)
+    assert "| likelihood L1-3 | linear | 3 | 0.300 |" in text and "L1-2 |" not in text
+    assert "best 1 of 2 candidates" in text and "tuned CV Pearson 0.310" in text
