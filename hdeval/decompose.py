@@ -53,6 +53,7 @@ Answer with a numbered list and nothing else, one criterion per line, in the for
 _PARENT_LINE = 'It is one part of the broader criterion "{name}": {definition}\n'
 # Names copied from the answer format rather than criteria ("<short name>", "criterion 2").
 _PLACEHOLDER = re.compile(r"[<>]|\bcriterion\s*\d+\b|^short name$", re.I)
+_PLACEHOLDER_DEFINITION = re.compile(r"^(?:one-sentence )?definition\.?$", re.I)
 
 # Names that mark chatter lines, never criteria ("Note: ...", "In summary: ...").
 _NOT_NAMES = frozenset(
@@ -129,8 +130,11 @@ def _strip_marker(text: str) -> tuple[str, bool]:
 
 
 def _clean(text: str) -> str:
-    """Drop emphasis marks, quotes and backticks around a piece of text."""
+    """Drop emphasis marks, quotes, backticks and one pair of angle brackets around a piece of
+    text (a judge that copies the answer format writes "<Accuracy>: <definition>")."""
     text = text.strip().strip("*_" + _QUOTES).strip()
+    if text.startswith("<") and text.endswith(">") and not re.search(r"[<>]", text[1:-1]):
+        text = text[1:-1].strip()
     return re.sub(r"\s+", " ", text)
 
 
@@ -282,7 +286,13 @@ def _new_pairs(
     while current is not None:
         lineage.add(slugify(current.name))
         current = tree.parent(current)
-    kept = [(n, d) for n, d in pairs if slugify(n) not in lineage and not _PLACEHOLDER.search(n)]
+    kept = [
+        (n, d)
+        for n, d in pairs
+        if slugify(n) not in lineage
+        and not _PLACEHOLDER.search(n)
+        and not _PLACEHOLDER_DEFINITION.match(d)
+    ]
     if not kept:
         raise HDEvalError(
             f"the decomposition reply for criterion {node.id!r} only repeats the criterion, "

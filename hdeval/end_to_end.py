@@ -1,49 +1,129 @@
 """``hdeval train``: the pipeline's steps in one process, for users who do not use DVC.
 
-The same library functions as the ``prepare``, ``layer``, ``train`` and ``evaluate`` stages, in
-the same order: split, Algorithm 1, tuning, export, and the exported bundle scored on the
-held-out documents.
+The same library functions as the ``prepare``, ``layer``, ``train``, ``evaluate``, ``baselines``,
+``dhp`` and ``acceptance`` stages, in the same order: split, Algorithm 1, model selection and
+tuning, export, the exported bundle scored on the held-out documents with its ablations, the
+same-judge baselines, DHP, and the two acceptance gates. Left out: the plots, the SHAP charts
+(``explain``) and results.md (``report``); ``--no-gates`` also leaves out baselines, DHP and gates.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+from hdeval.acceptance import Verdict, baseline_verdict, dhp_verdict, enforce
+from hdeval.baselines import compare
 from hdeval.criteria import aspects_tree
+from hdeval.criterion_scorer import CriterionScorer
+from hdeval.data import LabelledData, load_labels
 from hdeval.data.splitting import load_split
+from hdeval.dhp.acceptance import dhp_samples, run_suite, summary
 from hdeval.evaluator import Evaluator
 from hdeval.hierarchy import train_hierarchy
-from hdeval.judge import CachedJudge
+from hdeval.judge import CachedJudge, open_judge
 from hdeval.params import Params
-from hdeval.training import ablation_predictions, agreements, export_evaluator, tune_and_fit
+from hdeval.results import baseline_summary
+from hdeval.text_scorers import BASELINES, HDEVAL, make_scorers
+from hdeval.training import ablation_predictions, agreements, export_evaluator, select_and_fit
 
 
 def train_evaluator(
-    params: Params, judge: CachedJudge, out_dir: Path, work_dir: Path, progress: bool = True
+    params: Params,
+    judge: CachedJudge,
+    out_dir: Path,
+    work_dir: Path,
+    progress: bool = True,
+    gates: bool = True,
 ) -> dict:
-    """Algorithm 1, tuning, export, then the exported bundle scored on the held-out documents.
+    """Train, export, evaluate and gate an evaluator; returns the metrics.
 
-    The same steps as the pipeline's ``layer``, ``train`` and ``evaluate`` stages; returns the
-    metrics (the held-out agreement of the bundle and of every ablation).
+    The metrics hold the layers' reports, the model selection (with its CV table), the held-out
+    agreement of the bundle and of every ablation and, with ``gates``, the baselines, DHP and
+    the acceptance verdicts. They are written to ``work_dir/metrics.json`` before the gates are
+    enforced: a refused bundle raises :class:`~hdeval.errors.AcceptanceError` when
+    ``acceptance.on_failure`` is ``fail``, and the bundle and metrics stay written, as under
+    ``dvc repro``.
     """
     train, test = load_split(params.data)
+    hierarchy, seed = params.hierarchy, params.hierarchy.seed
+    decomposer = (
+        open_judge(hierarchy.decomposer, judge.cache) if hierarchy.decomposer is not None else None
+    )
     layers = train_hierarchy(
-        aspects_tree(params.data), train, judge, params.task, params.hierarchy, progress
+        aspects_tree(params.data), train, judge, params.task, hierarchy, progress, decomposer
     )
     final = layers[-1]
     train_x = final.run.features
-    model, best = tune_and_fit(params, train_x, train, work_dir)
-    export_evaluator(out_dir, model, final.tree, train_x, train, params, judge.identity)
-    scores = Evaluator.load(out_dir, judge).score_samples(test.samples, progress=progress)
-    kind, seed = params.aggregator.kind, params.hierarchy.seed
-    predictions = ablation_predictions(
-        final.tree, train_x, train, scores.criteria.dropna(), kind, best, seed
+    selected = select_and_fit(params, final.tree, train_x, train, work_dir / "tune")
+    export_evaluator(out_dir, selected, train, params, judge.identity)
+    evaluator = Evaluator.load(out_dir, judge)
+    scores = evaluator.score_samples(test.samples, progress=progress)
+    test_x = CriterionScorer(judge, params.task, hierarchy.modes, hierarchy.unconditioned).score(
+        test.samples, final.tree, progress=progress
     )
-    predictions["hdeval"] = scores.aspects
-    return {
+    predictions = ablation_predictions(
+        final.tree, train_x, train, test_x.features.dropna(), selected.kind, selected.params, seed
+    )
+    predictions[HDEVAL] = scores.aspects
+    metrics: dict = {
         "layers": [layer.report.to_dict() for layer in layers],
-        "aggregator": {"kind": kind, "params": {k: str(v) for k, v in best.items()}},
+        "selection": selected.summary(),
         "held_out": agreements(predictions, test, params.evaluate.bootstrap, seed),
         "rows": {"train": len(train), "test": len(test)},
-        "llm": {"identity": judge.identity, **judge.cost()},
     }
+    verdicts = []
+    if gates:
+        verdicts = _gates(params, judge, evaluator, predictions, test, work_dir, metrics)
+    metrics["llm"] = {"identity": judge.identity, **judge.cost()}
+    work_dir.mkdir(parents=True, exist_ok=True)
+    (work_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str) + "\n")
+    metrics["acceptance_messages"] = enforce(verdicts, params.acceptance.on_failure)
+    return metrics
+
+
+def _gates(
+    params: Params,
+    judge: CachedJudge,
+    evaluator: Evaluator,
+    predictions: dict,
+    test: LabelledData,
+    work_dir: Path,
+    metrics: dict,
+) -> list[Verdict]:
+    """The baselines and DHP stages and both gates' verdicts (added to ``metrics``)."""
+    seed, data = params.hierarchy.seed, params.data
+    layer_one = aspects_tree(data)
+    baselines = make_scorers(BASELINES, judge, params.task, layer_one, data.aspects)
+    table = compare(
+        {**predictions, **{s.name: s for s in baselines}},
+        test.samples,
+        test.targets,
+        n_boot=params.evaluate.bootstrap,
+        seed=seed,
+    )
+    dhp_scorers = make_scorers(
+        [HDEVAL, "direct-prompt", "likelihood"],
+        judge,
+        params.task,
+        layer_one,
+        data.aspects,
+        evaluator=evaluator,
+    )
+    settings = params.dhp
+    labels = load_labels(data.path, data.aspects, data.score_range)
+    perturber = None
+    if settings.llm_perturbations:
+        perturber = open_judge(settings.perturber, judge.cache) if settings.perturber else judge
+    samples = dhp_samples(labels, settings)
+    dhp = run_suite(dhp_scorers, samples, settings, perturber, work_dir / "dhp")
+    verdicts = [
+        dhp_verdict(HDEVAL, dhp[HDEVAL].D_min_ew, dhp[HDEVAL].table, params.acceptance),
+        baseline_verdict(table, params.acceptance, HDEVAL),
+    ]
+    metrics["baselines"] = baseline_summary(table)
+    metrics["dhp"] = summary(dhp)
+    metrics["acceptance"] = {
+        v.gate: {"accepted": v.accepted, "message": v.message, **v.figures} for v in verdicts
+    }
+    return verdicts

@@ -27,3 +27,7 @@ class JudgeUnavailableError(HDEvalError):
     The message names the server (without credentials), the last error and how many items
     succeeded before it; results returned before the error are valid and kept by their caller.
     """
+
+
+class AcceptanceError(HDEvalError):
+    """A trained evaluator failed an acceptance gate (DHP or the same-judge baselines)."""

@@ -128,13 +128,17 @@ def run_layer(
     task: TaskSpec,
     params: HierarchyParams,
     progress: bool = True,
+    decomposer: CachedJudge | None = None,
 ) -> Layer:
     """Layer ``number`` of Algorithm 1: grow ``tree`` (the previous layer's, or the aspects for
     layer 1) by decomposing what ``selected`` names, score the training texts on every
-    criterion, fit the proxy aggregator and pick what the next layer decomposes."""
+    criterion, fit the proxy aggregator and pick what the next layer decomposes.
+
+    ``decomposer`` writes the criteria (default: ``judge``, which scores every text)."""
     leaves: list[str] = []
     if number > 1:
-        tree = grow(tree, number, selected, judge, task.description, params.children)
+        writer = judge if decomposer is None else decomposer
+        tree = grow(tree, number, selected, writer, task.description, params.children)
         leaves = undecomposed(tree, criteria_to_expand(tree, number, selected))
     scorer = CriterionScorer(judge, task, params.modes, params.unconditioned)
     run = scorer.score(train.samples, tree, progress=progress)
@@ -150,12 +154,13 @@ def train_hierarchy(
     task: TaskSpec,
     params: HierarchyParams,
     progress: bool = True,
+    decomposer: CachedJudge | None = None,
 ) -> list[Layer]:
     """Algorithm 1 end to end: every layer in turn, each growing the one before."""
     layers: list[Layer] = []
     selected: list[str] = []
     for number in range(1, params.layers + 1):
-        layer = run_layer(number, tree, selected, train, judge, task, params, progress)
+        layer = run_layer(number, tree, selected, train, judge, task, params, progress, decomposer)
         layers.append(layer)
         tree, selected = layer.tree, layer.report.selected
     return layers

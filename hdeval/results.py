@@ -114,6 +114,37 @@ def results_markdown(table: pd.DataFrame, dhp: Mapping[str, Mapping], metrics: M
     return "\n".join(lines) + "\n"
 
 
+def selection_markdown(selection: Mapping, limit: int = 12) -> str:
+    """Model selection's CV table (training documents only), best first, and what shipped."""
+    lines = [
+        "Model selection by document-grouped CV on the training documents (defaults of each "
+        f"aggregator; best {limit} of {len(selection['cv_table'])} candidates):",
+        "",
+        "| features | aggregator | n features | CV Pearson |",
+        "|---|---|---:|---:|",
+    ]
+    for row in selection["cv_table"][:limit]:
+        lines.append(
+            f"| {row['features']} | {row['kind']} | {row['n_features']} | {row['cv_pearson']:.3f} |"
+        )
+    lines += [
+        "",
+        f"Shipped: {selection['kind']} on {selection['features']}, tuned CV Pearson "
+        f"{selection['cv_pearson']:.3f}.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def acceptance_markdown(verdicts: list[Mapping]) -> str:
+    """One line per acceptance gate: accepted or refused, with the figures compared."""
+    lines = ["Acceptance:", ""]
+    for verdict in verdicts:
+        lines.append(
+            f"- {'accepted' if verdict['accepted'] else '**refused**'}: {verdict['message']}"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def stage_cost(report: Mapping) -> dict:
     """The LLM cost figures of a stage's report."""
     return {k: report[k] for k in ("llm_calls", "cache_hits", "cache_hit_rate", "tokens")}

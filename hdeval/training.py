@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -21,6 +23,7 @@ from hdeval.data import (
 )
 from hdeval.metrics import agreement
 from hdeval.params import Params
+from hdeval.selection import FeatureSet, best_candidate, candidate_feature_sets, selection_table
 
 log = logging.getLogger(__name__)
 
@@ -61,36 +64,80 @@ def feature_subsets(tree: CriteriaTree, columns: Sequence[str]) -> dict[str, lis
     return subsets
 
 
-def tune_and_fit(
-    params: Params, features: pd.DataFrame, train: LabelledData, work_dir: Path
-) -> tuple[object, dict]:
-    """Tune the aggregator with document-grouped CV, fit it on all rows.
+@dataclass
+class Selected:
+    """The shipped aggregator: what model selection chose, its tuned fit, and the CV table."""
 
-    The Optuna study lives in ``work_dir`` (kept across runs), named by the aggregator kind and a
-    fingerprint of the features, so a killed run resumes with only the missing trials and other
-    features start a study of their own.
+    model: Any
+    kind: str
+    params: dict
+    feature_set: FeatureSet
+    tree: CriteriaTree
+    features: pd.DataFrame
+    table: pd.DataFrame
+    cv_pearson: float
+
+    def summary(self) -> dict:
+        """JSON-ready: the choice, its tuned CV figure and the whole CV table."""
+        return {
+            "kind": self.kind,
+            "params": {k: _jsonable(v) for k, v in self.params.items()},
+            "features": self.feature_set.name,
+            "modes": list(self.feature_set.modes),
+            "layers": self.feature_set.depth,
+            "unconditioned": self.feature_set.unconditioned,
+            "cv_pearson": self.cv_pearson,
+            "cv_table": self.table.to_dict(orient="records"),
+        }
+
+
+def _jsonable(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def select_and_fit(
+    params: Params, tree: CriteriaTree, features: pd.DataFrame, train: LabelledData, work_dir: Path
+) -> Selected:
+    """Model selection, tuning and the final fit, all on the training documents.
+
+    Every candidate of ``params.aggregator`` (feature set x kind) gets the document-grouped CV
+    with the kind's defaults; the CV-best is tuned with Optuna (``n_trials``, same folds) and fit
+    on all rows with the tuned parameters, or with the defaults if tuning found nothing better.
+    The Optuna study lives in ``work_dir`` (kept across runs), named by the kind and a
+    fingerprint of the chosen features, so a killed run resumes with only the missing trials.
     """
-    from hdeval.tuning import data_fingerprint, tune
+    from hdeval.tuning import cv_score, data_fingerprint, tune
 
     check_failed_shares(features, params.hierarchy.max_failed_share)
+    search, seed = params.aggregator, params.hierarchy.seed
     targets = train.targets.loc[features.index]
     groups = train.samples.loc[features.index, "doc_id"].to_numpy()
-    kind, seed = params.aggregator.kind, params.hierarchy.seed
-    work_dir.mkdir(parents=True, exist_ok=True)
+    folds = min(search.cv_folds, len(set(groups)))
+    candidates = candidate_feature_sets(params.hierarchy, search, tree.depth)
+    table = selection_table(tree, features, targets, groups, candidates, search.kinds, folds, seed)
+    feature_set, kind = best_candidate(table, candidates)
+    chosen = features[feature_set.columns(tree)]
     best: dict = {}
-    if params.aggregator.n_trials:
-        best = tune(
+    score = float(table["cv_pearson"].iloc[0])
+    if search.n_trials:
+        work_dir.mkdir(parents=True, exist_ok=True)
+        tuned = tune(
             kind,
-            features,
+            chosen,
             targets,
             groups,
-            params.aggregator.n_trials,
+            search.n_trials,
             seed,
             work_dir / "optuna.sqlite",
-            f"{kind}-{data_fingerprint(features, targets, groups)[:16]}",
-            n_splits=min(params.aggregator.cv_folds, len(set(groups))),
+            f"{kind}-{data_fingerprint(chosen, targets, groups)[:16]}",
+            n_splits=folds,
         )
-    return fit_aggregator(kind, best, features, targets, seed), best
+        tuned_score = cv_score(kind, tuned, chosen, targets, groups, folds, seed)
+        if tuned_score > score:
+            best, score = tuned, tuned_score
+    log.info("selected %s on %s (CV Pearson %.3f)", kind, feature_set.name, score)
+    model = fit_aggregator(kind, best, chosen, targets, seed)
+    return Selected(model, kind, best, feature_set, feature_set.tree(tree), chosen, table, score)
 
 
 def ablation_predictions(
@@ -143,30 +190,28 @@ def agreements(
 
 def export_evaluator(
     out_dir: Path,
-    model,
-    tree: CriteriaTree,
-    features: pd.DataFrame,
+    selected: Selected,
     train: LabelledData,
     params: Params,
     llm_identity: str,
-    metrics: dict | None = None,
 ) -> Path:
-    """Write the bundle of a fitted aggregator, with a parity sample and SHAP background."""
+    """Write the bundle of the selected aggregator: its feature set's criteria and modes, a
+    parity sample, the SHAP background, and the selection (with the CV table) in the card."""
     from hdeval.explain.runtime import make_background
 
+    features = selected.features
     return export_bundle(
         out_dir,
-        model,
-        tree,
+        selected.model,
+        selected.tree,
         list(features.columns),
         train.aspects,
         llm_identity=llm_identity,
         task=params.task,
-        modes=list(params.hierarchy.modes),
-        unconditioned=params.hierarchy.unconditioned,
+        modes=list(selected.feature_set.modes),
+        unconditioned=selected.feature_set.unconditioned,
         training_data=train.fingerprint(),
-        metrics=metrics,
+        metrics={"selection": selected.summary()},
         sample=features.to_numpy(dtype=float),
         background=make_background(features),
     )
-

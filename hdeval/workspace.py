@@ -19,6 +19,7 @@ TUNE = WORK / "tune"
 EVALUATE = WORK / "evaluate"
 BASELINES = WORK / "baselines"
 DHP = WORK / "dhp"
+ACCEPTANCE = WORK / "acceptance.json"
 AGGREGATOR = TUNE / "aggregator.joblib"
 BUNDLE = Path("models") / "evaluator"
 METRICS = Path("metrics.json")

@@ -1,10 +1,10 @@
-"""Stage dhp: the DHP acceptance test of the exported evaluator (and of the LLM baselines on
-the same perturbed texts); refuses the evaluator when its D_min^EW is below the threshold."""
+"""Stage dhp: the DHP benchmark of the exported evaluator and of the LLM baselines on the same
+perturbed texts (the acceptance stage gates the evaluator on it)."""
 
 from hdeval import workspace as ws
 from hdeval.criteria import aspects_tree
 from hdeval.data import load_labels
-from hdeval.dhp.acceptance import dhp_samples, gate, run_suite, summary
+from hdeval.dhp.acceptance import dhp_markdown, dhp_samples, run_suite, summary
 from hdeval.evaluator import Evaluator
 from hdeval.judge import open_judge
 from hdeval.params import load_params
@@ -32,8 +32,9 @@ def main() -> None:
     cost = judge.cost()
     if perturber is not None and perturber is not judge:
         cost["perturber_tokens"] = perturber.tokens.to_dict()
-    ws.write_json(out / "summary.json", {"scorers": summary(results, settings), "llm": cost})
-    print(gate(results[HDEVAL], settings))
+    figures = summary(results)
+    ws.write_json(out / "summary.json", {"scorers": figures, "llm": cost})
+    print(dhp_markdown(figures))
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ human scores of the bundle and of its ablations, with document-bootstrap CIs."""
 import json
 
 from hdeval import workspace as ws
+from hdeval.criteria import CriteriaTree
+from hdeval.criterion_scorer import CriterionScorer
 from hdeval.data import load_labels
 from hdeval.evaluator import Evaluator
 from hdeval.judge import open_judge
@@ -21,10 +23,21 @@ def main() -> None:
     evaluator = Evaluator.load(ws.BUNDLE, judge)
     scores = evaluator.score_samples(test.samples)
     best = ws.read_json(ws.TUNE / "best_params.json")
-    seed = params.hierarchy.seed
-    train_x = ws.read_features(ws.layer_dir(params.hierarchy.layers) / "features.csv")
+    seed, hierarchy = params.hierarchy.seed, params.hierarchy
+    final = ws.layer_dir(hierarchy.layers)
+    tree = CriteriaTree.from_yaml(final / "tree.yaml")
+    # the ablations need every feature of the final layer, not only the bundle's (cached calls)
+    test_x = CriterionScorer(judge, params.task, hierarchy.modes, hierarchy.unconditioned).score(
+        test.samples, tree
+    )
     predictions = ablation_predictions(
-        evaluator.tree, train_x, train, scores.criteria.dropna(), best["kind"], best["params"], seed
+        tree,
+        ws.read_features(final / "features.csv"),
+        train,
+        test_x.features.dropna(),
+        best["kind"],
+        best["params"],
+        seed,
     )
     predictions["hdeval"] = scores.aspects  # the exported bundle itself, not a refit
     out = ws.fresh(ws.EVALUATE)
@@ -38,6 +51,7 @@ def main() -> None:
     held_out = agreements(predictions, test, params.evaluate.bootstrap, seed)
     metrics = {
         "held_out": held_out,
+        "selection": {k: v for k, v in best.items() if k != "columns"},
         "layers": {
             str(r["layer"]): {"cv_pearson": r["cv_pearson"], "n_features": r["n_features"]}
             for r in layers

@@ -15,9 +15,10 @@ def main() -> None:
     params = load_params(ws.PARAMS)
     train = load_labels(ws.PREPARED / "train.jsonl", params.data.aspects, params.data.score_range)
     final = ws.layer_dir(params.hierarchy.layers)
+    columns = ws.read_json(ws.TUNE / "best_params.json")["columns"]  # the selected feature set
     written = explain_report(
         joblib.load(ws.AGGREGATOR),
-        ws.read_features(final / "features.csv"),
+        ws.read_features(final / "features.csv")[columns],
         ws.fresh(ws.PLOTS / "explain"),
         output_names=train.aspects,
         importances=pd.Series(ws.read_json(final / "report.json")["importances"]),

@@ -26,7 +26,12 @@ def main(number: int) -> None:
         tree = CriteriaTree.from_yaml(previous / "tree.yaml")
         selected = ws.read_json(previous / "report.json")["selected"]
     judge = open_judge(params.llm)
-    layer = run_layer(number, tree, selected, train, judge, params.task, params.hierarchy)
+    decomposer = None
+    if number > 1 and params.hierarchy.decomposer is not None:
+        decomposer = open_judge(params.hierarchy.decomposer, judge.cache)
+    layer = run_layer(
+        number, tree, selected, train, judge, params.task, params.hierarchy, decomposer=decomposer
+    )
     out = ws.fresh(ws.layer_dir(number))
     layer.tree.to_yaml(out / "tree.yaml")
     layer.run.features.to_csv(out / "features.csv")
@@ -38,6 +43,8 @@ def main(number: int) -> None:
         "not_decomposed": layer.not_decomposed,
         "llm_identity": judge.identity,
     }
+    if decomposer is not None:
+        report["decomposer"] = {"identity": decomposer.identity, **decomposer.tokens.to_dict()}
     ws.write_json(out / "report.json", report)
     print(f"layer {number}: {layer.run.summary()}")
 

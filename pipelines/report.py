@@ -1,16 +1,23 @@
-"""Stage report: metrics.json (held-out agreement, ablations, baselines, DHP, LLM cost) and
-the results table results.md."""
+"""Stage report: metrics.json (held-out agreement, ablations, baselines, DHP, model selection,
+acceptance verdicts, LLM cost) and the results table results.md."""
 
 import pandas as pd
 
 from hdeval import workspace as ws
-from hdeval.results import baseline_summary, llm_totals, results_markdown
+from hdeval.results import (
+    acceptance_markdown,
+    baseline_summary,
+    llm_totals,
+    results_markdown,
+    selection_markdown,
+)
 
 
 def main() -> None:
     evaluation = ws.read_json(ws.EVALUATE / "metrics.json")
     table = pd.read_csv(ws.BASELINES / "compare.csv")
     dhp = ws.read_json(ws.DHP / "summary.json")
+    verdicts = ws.read_json(ws.ACCEPTANCE)["verdicts"]
     stages = {
         **evaluation["llm"]["stages"],
         "baselines": ws.read_json(ws.BASELINES / "cost.json"),
@@ -20,10 +27,16 @@ def main() -> None:
         **evaluation,
         "baselines": baseline_summary(table),
         "dhp": dhp["scorers"],
+        "acceptance": {
+            v["gate"]: {"accepted": v["accepted"], "message": v["message"], **v["figures"]}
+            for v in verdicts
+        },
         "llm": {**evaluation["llm"], "stages": stages, **llm_totals(stages)},
     }
     ws.write_json(ws.METRICS, metrics)
-    ws.RESULTS.write_text(results_markdown(table, dhp["scorers"], metrics))
+    text = results_markdown(table, dhp["scorers"], metrics)
+    text += "\n" + acceptance_markdown(verdicts) + "\n" + selection_markdown(metrics["selection"])
+    ws.RESULTS.write_text(text)
     print(f"metrics written to {ws.METRICS}, results table to {ws.RESULTS}")
 
 

@@ -1,5 +1,6 @@
-"""Stage train: tune the aggregator with document-grouped CV, fit it on every training row,
-export the evaluator bundle (ONNX aggregator, criteria tree, card)."""
+"""Stage train: model selection (feature groups x aggregator kind) and tuning by
+document-grouped CV on the training documents; fit the CV-best on every training row and export
+the evaluator bundle (ONNX aggregator, criteria tree, card with the CV table)."""
 
 import joblib
 
@@ -7,7 +8,7 @@ from hdeval import workspace as ws
 from hdeval.criteria import CriteriaTree
 from hdeval.data import load_labels
 from hdeval.params import load_params
-from hdeval.training import export_evaluator, tune_and_fit
+from hdeval.training import export_evaluator, select_and_fit
 
 
 def main() -> None:
@@ -16,11 +17,15 @@ def main() -> None:
     final = ws.layer_dir(params.hierarchy.layers)
     tree = CriteriaTree.from_yaml(final / "tree.yaml")
     features = ws.read_features(final / "features.csv")
-    model, best = tune_and_fit(params, features, train, ws.TUNE)
-    ws.write_json(ws.TUNE / "best_params.json", {"kind": params.aggregator.kind, "params": best})
-    joblib.dump(model, ws.AGGREGATOR)
+    selected = select_and_fit(params, tree, features, train, ws.TUNE)
+    ws.write_json(
+        ws.TUNE / "best_params.json",
+        {**selected.summary(), "columns": list(selected.features.columns)},
+    )
+    joblib.dump(selected.model, ws.AGGREGATOR)
     identity = ws.read_json(final / "report.json")["llm_identity"]
-    export_evaluator(ws.BUNDLE, model, tree, features, train, params, identity)
+    export_evaluator(ws.BUNDLE, selected, train, params, identity)
+    print(f"{selected.kind} on {selected.feature_set.name} (CV Pearson {selected.cv_pearson:.3f})")
     print(f"evaluator bundle written to {ws.BUNDLE}")
 
 

@@ -74,3 +74,40 @@ def test_cli_reads_params_yaml_of_the_working_directory_and_refuses_a_missing_on
     default = runner.invoke(app, command)
     assert isinstance(default.exception, ConfigError), default.output
     assert "llm.base_url and llm.model are required" in str(default.exception)
+
+
+@pytest.mark.parametrize(
+    ("section", "old", "new"),
+    [
+        ("dhp", {"threshold": 2.0}, r"dhp\.threshold was replaced by acceptance\.dhp_threshold"),
+        ("dhp", {"on_failure": "fail"}, r"dhp\.on_failure was replaced by acceptance\.on_failure"),
+        ("aggregator", {"kind": "tree"}, r"aggregator\.kind was replaced by aggregator\.kinds"),
+    ],
+)
+def test_moved_gate_and_aggregator_keys_name_their_replacement(
+    tmp_path: Path, section: str, old: dict, new: str
+) -> None:
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump({section: old}))
+    with pytest.raises(ConfigError, match=new):
+        load_params(path)
+
+
+def test_embedded_model_is_one_of_the_pinned_weights(tmp_path: Path) -> None:
+    from hdeval import embedded
+
+    config = _load(tmp_path, {"model": "qwen2.5-coder-1.5b-instruct-q4_k_m"})
+    assert embedded.embedded_model(config.model) is embedded.QWEN_15B
+    assert embedded.embedded_model(None) is embedded.QWEN_05B
+    with pytest.raises(ConfigError, match=r"llm\.model 'qwen-7b' is not an embedded model"):
+        _load(tmp_path, {"model": "qwen-7b"})
+
+
+def test_decomposer_is_an_llm_config(tmp_path: Path) -> None:
+    path = tmp_path / "params.yaml"
+    server = {"backend": "openai", "base_url": "http://127.0.0.1:8000/v1", "model": "big"}
+    path.write_text(yaml.safe_dump({"hierarchy": {"decomposer": server}}))
+    assert load_params(path).hierarchy.decomposer.model == "big"
+    path.write_text(yaml.safe_dump({"hierarchy": {"decomposer": {"backend": "openai"}}}))
+    with pytest.raises(ConfigError, match=r"hierarchy\.decomposer: llm\.base_url and llm\.model"):
+        load_params(path)

@@ -322,3 +322,21 @@ def test_placeholder_names_copied_from_the_answer_format_are_not_criteria(tmp_pa
     backend = CannedBackend({"Coherence": reply})
     with pytest.raises(HDEvalError, match="answer format"):
         decompose(_tree(), ["coherence"], CachedJudge(backend, cache), TASK, k=2)
+
+
+def test_names_in_angle_brackets_are_unwrapped_and_placeholders_still_refused(tmp_path):
+    """The 1.5B model copies the format's brackets around real criteria (its actual reply)."""
+    cache = ResultCache(tmp_path / "c.sqlite")
+    reply = (
+        "1. <relevance>: The summary accurately reflects the content of the original article.\n"
+        "2. <accuracy>: <the summary should capture the main points of the original article>\n"
+        "3. <sentence coherence>: <one-sentence definition>"
+    )
+    backend = CannedBackend({"Coherence": reply})
+    grown = decompose(_tree(), ["coherence"], CachedJudge(backend, cache), TASK, k=3)
+    children = grown.children("coherence")
+    assert [c.name for c in children] == ["relevance", "accuracy"]
+    assert (
+        children[1].definition
+        == "the summary should capture the main points of the original article"
+    )

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -49,7 +50,8 @@ def project(tmp_path_factory, embedded_dir):
     params["aggregator"].update(n_trials=2, cv_folds=2)
     params["hierarchy"]["modes"] = ["prompt", "likelihood"]
     params["evaluate"]["bootstrap"] = 10
-    params["dhp"].update(n_texts=2, on_failure="warn")
+    params["dhp"].update(n_texts=2)
+    params["acceptance"].update(on_failure="warn")
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     bin_dir = str(Path(sys.executable).parent)
     env = {
@@ -86,7 +88,18 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     assert {"hdeval", "direct-prompt", "likelihood:unconditioned", "rouge:rouge1"} <= set(
         metrics["baselines"]
     )
-    assert "HD-Eval, likelihood features only" in (root / "results.md").read_text()
+    results = (root / "results.md").read_text()
+    assert "HD-Eval, likelihood features only" in results
+    selection = metrics["selection"]
+    assert len(selection["cv_table"]) == 4 * 15  # every kind x feature set, on training docs
+    assert selection["cv_pearson"] >= selection["cv_table"][0]["cv_pearson"]
+    card = json.loads((root / "models/evaluator/card.json").read_text())
+    assert card["metrics"]["selection"]["features"] == selection["features"]
+    assert (
+        card["modes"] == selection["modes"] and "Model selection by document-grouped CV" in results
+    )
+    assert set(metrics["acceptance"]) == {"dhp", "baselines"}
+    assert "same-judge baseline" in metrics["acceptance"]["baselines"]["message"]
     assert list((root / "plots/explain").glob("*.png"))
     assert (root / "work/dhp/hdeval.png").is_file()
     assert "held_out" in _run([dvc, "metrics", "show", "--json"], root, env)
@@ -101,7 +114,7 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     finally:
         prompts.write_text(original)
     layers = {"layer@1", "layer@2", "layer@3"}
-    assert changed == layers | {"train", "evaluate", "baselines", "dhp"}
+    assert changed == layers | {"train", "evaluate", "baselines", "dhp"}  # not acceptance
     again = _run([dvc, "repro"], root, env)
     assert "didn't change, skipping" in again and "Running stage" not in again
 
@@ -122,13 +135,13 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     assert llm["llm_calls"] == 0 and llm["tokens"] == {"prompt": 0, "completion": 0, "reused": 0}
 
 
-def test_dhp_gate_fails_the_pipeline_naming_the_perturbations(project):
-    root, env, _, params = project
-    strict = {**params, "dhp": {**params["dhp"], "threshold": 50.0, "on_failure": "fail"}}
+def _repro_acceptance(root: Path, env: dict, params: dict, gates: dict):
+    """``dvc repro acceptance`` with ``gates`` in the acceptance section; params restored."""
+    strict = {**params, "acceptance": {**params["acceptance"], **gates}}
     (root / "params.yaml").write_text(yaml.safe_dump(strict, sort_keys=False))
     try:
-        result = subprocess.run(
-            [str(Path(sys.executable).parent / "dvc"), "repro", "dhp"],
+        return subprocess.run(
+            [str(Path(sys.executable).parent / "dvc"), "repro", "acceptance"],
             cwd=root,
             env=env,
             capture_output=True,
@@ -137,6 +150,39 @@ def test_dhp_gate_fails_the_pipeline_naming_the_perturbations(project):
         )
     finally:
         (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def test_dhp_gate_fails_the_pipeline_naming_the_perturbations(project):
+    root, env, _, params = project
+    result = _repro_acceptance(root, env, params, {"dhp_threshold": 50.0, "on_failure": "fail"})
     assert result.returncode != 0
     message = result.stdout + result.stderr
     assert "DHP refused hdeval" in message and "deletion_minor" in message
+    assert "Running stage 'dhp'" not in message  # a new threshold re-runs only the gate
+
+
+def test_baseline_gate_refuses_a_bundle_below_a_same_judge_baseline(project):
+    root, env, _, params = project
+    table = pd.read_csv(root / "work/baselines/compare.csv")
+    average = table[
+        (table["aspect"] == "average")
+        & (table["level"] == "dataset")
+        & (table["correlation"] == "pearson")
+    ].set_index("scorer")["value"]
+    own = average["hdeval"]
+    better = [
+        s
+        for s in ("direct-prompt", "likelihood", "likelihood:unconditioned", *average.index)
+        if average.get(s, -2) > own
+    ]
+    gates = {"dhp_threshold": -100.0, "on_failure": "fail", "baseline_margin": 0.0}
+    if not better:  # the bundle beats every entry: the gate passes and says so
+        result = _repro_acceptance(root, env, params, gates)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert "baselines accepted hdeval" in result.stdout + result.stderr
+        return
+    result = _repro_acceptance(root, env, params, {**gates, "baselines": [better[0]]})
+    assert result.returncode != 0
+    message = result.stdout + result.stderr
+    assert f"baselines refused hdeval: held-out dataset pearson {own:.3f}" in message
+    assert f"{better[0]!r}" in message and f"{average[better[0]]:.3f} [" in message

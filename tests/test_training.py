@@ -9,12 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from hdeval.bundle import split_precision
 from hdeval.cache import ResultCache
 from hdeval.criteria import CriteriaTree, Criterion
 from hdeval.end_to_end import train_evaluator
-from hdeval.errors import ModelIntegrityError
+from hdeval.errors import AcceptanceError, ModelIntegrityError
 from hdeval.evaluator import Evaluator
 from hdeval.judge import CachedJudge
 from hdeval.params import (
@@ -62,7 +63,7 @@ def _config(root, labels, kind: str) -> Params:
         hierarchy=HierarchyParams(
             layers=2, children=2, top_k=1, modes=["prompt"], cv_folds=2, importance_repeats=2
         ),
-        aggregator=AggregatorParams(kind=kind, n_trials=2, cv_folds=2),
+        aggregator=AggregatorParams(kinds=[kind], feature_layers=[2], n_trials=2, cv_folds=2),
         evaluate=EvaluateParams(bootstrap=10),
     )
 
@@ -75,7 +76,7 @@ def test_train_every_aggregator_export_and_score_through_onnx(tiny, embedded_bac
     for kind in ("linear", "tree", "forest", "mlp"):
         bundle = tmp_path / kind
         metrics = train_evaluator(
-            _config(root, labels, kind), judge, bundle, tmp_path / "work", progress=False
+            _config(root, labels, kind), judge, bundle, tmp_path / "work", False, gates=False
         )
         layers = metrics["layers"]
         assert [r["layer"] for r in layers] == [1, 2]
@@ -106,7 +107,7 @@ def test_bundle_refuses_mismatched_criteria_and_judge(tiny, embedded_backend, tm
     cache = ResultCache(root / "cache.sqlite")
     judge = CachedJudge(embedded_backend, cache)
     bundle = tmp_path / "b"
-    train_evaluator(_config(root, labels, "linear"), judge, bundle, tmp_path, progress=False)
+    train_evaluator(_config(root, labels, "linear"), judge, bundle, tmp_path, False, gates=False)
 
     class OtherBackend:
         identity = "openai-compatible:some-other-model"
@@ -132,7 +133,7 @@ def test_cli_score_writes_jsonl_rows(tiny, embedded_backend, tmp_path, monkeypat
     monkeypatch.setenv("HDEVAL_CACHE", str(root / "cache.sqlite"))
     bundle = tmp_path / "b"
     judge = CachedJudge(embedded_backend, ResultCache(root / "cache.sqlite"))
-    train_evaluator(_config(root, labels, "linear"), judge, bundle, tmp_path, progress=False)
+    train_evaluator(_config(root, labels, "linear"), judge, bundle, tmp_path, False, gates=False)
     inputs = tmp_path / "in.jsonl"
     inputs.write_text("".join(labels.read_text().splitlines(keepends=True)[:2]))
     out = tmp_path / "out.jsonl"
@@ -167,3 +168,35 @@ def test_production_scoring_imports_no_pandas(module):
     code = f"import sys, {module}; assert 'pandas' not in sys.modules, 'pandas imported'"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.model
+def test_cli_train_runs_baselines_dhp_and_the_gates(tiny, tmp_path, monkeypatch):
+    """``hdeval train`` runs what the pipeline runs after training: baselines, DHP, both gates;
+    a refusal with ``on_failure: fail`` is an error and keeps the bundle and the metrics."""
+    from typer.testing import CliRunner
+
+    from hdeval.cli import app
+
+    root, labels, _ = tiny
+    monkeypatch.setenv("HDEVAL_CACHE", str(root / "cache.sqlite"))
+    config = _config(root, labels, "linear").model_dump(mode="json")
+    config["dhp"].update(n_texts=2, probes=False)
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(config))
+    args = ["train", "--params", str(params), "--out", str(tmp_path / "b")]
+    result = CliRunner().invoke(app, [*args, "--work", str(tmp_path / "w")])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((tmp_path / "w" / "metrics.json").read_text())
+    assert set(metrics["acceptance"]) == {"dhp", "baselines"}
+    assert {"direct-prompt", "likelihood", "rouge:rouge1"} <= set(metrics["baselines"])
+    assert metrics["dhp"]["hdeval"]["n_texts"] == 2 and metrics["selection"]["kind"] == "linear"
+    assert "same-judge baseline" in metrics["acceptance"]["baselines"]["message"]
+
+    config["acceptance"].update(dhp_threshold=50.0, on_failure="fail")
+    params.write_text(yaml.safe_dump(config))
+    (tmp_path / "w" / "metrics.json").unlink()
+    refused = CliRunner().invoke(app, [*args, "--work", str(tmp_path / "w")])
+    assert isinstance(refused.exception, AcceptanceError)  # `hdeval` turns it into exit 2
+    assert "DHP refused hdeval" in str(refused.exception)
+    assert (tmp_path / "w" / "metrics.json").is_file() and (tmp_path / "b" / "card.json").is_file()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from hdeval.acceptance import dhp_verdict, enforce
 from hdeval.data import LabelledData
 from hdeval.dhp.benchmark import (
     DHPResult,
@@ -22,16 +23,12 @@ from hdeval.dhp.benchmark import (
 )
 from hdeval.dhp.catalogue import perturbations_for
 from hdeval.dhp.weights import EXPERT_WEIGHTS
-from hdeval.errors import HDEvalError
+from hdeval.errors import AcceptanceError
 from hdeval.judge import CachedJudge
-from hdeval.params import DHPParams
+from hdeval.params import AcceptanceParams, DHPParams
 from hdeval.text_scorers import TextScorer
 
 log = logging.getLogger(__name__)
-
-
-class AcceptanceError(HDEvalError):
-    """The evaluator failed its DHP acceptance test."""
 
 
 def dhp_samples(data: LabelledData, params: DHPParams) -> pd.DataFrame:
@@ -70,8 +67,8 @@ def run_suite(
     return results
 
 
-def summary(results: Mapping[str, DHPResult], params: DHPParams) -> dict:
-    """JSON-ready D figures per scorer, with the perturbations each failed."""
+def summary(results: Mapping[str, DHPResult]) -> dict:
+    """JSON-ready D figures per scorer, with the perturbations each did not discern (D^EW < 1)."""
     return {
         name: {
             "D_avg": _finite(r.D_avg),
@@ -79,7 +76,7 @@ def summary(results: Mapping[str, DHPResult], params: DHPParams) -> dict:
             "D_avg_ew": _finite(r.D_avg_ew),
             "D_min_ew": _finite(r.D_min_ew),
             "n_texts": r.n_samples,
-            "failed": failed_perturbations(r, params.threshold),
+            "failed": failed_perturbations(r),
             "dropped": {k: sum(v.values()) for k, v in r.drops.items() if v},
         }
         for name, r in results.items()
@@ -106,21 +103,11 @@ def _finite(value: float) -> float | None:
     return None if value != value or value in (float("inf"), float("-inf")) else float(value)
 
 
-def gate(result: DHPResult, params: DHPParams) -> str:
-    """Accept or refuse ``result``: raises AcceptanceError (``on_failure: fail``) or warns.
+def gate(result: DHPResult, settings: AcceptanceParams) -> str:
+    """Accept or refuse ``result`` (see :func:`hdeval.acceptance.dhp_verdict`): raises
+    AcceptanceError (``on_failure: fail``) or warns; returns the message."""
+    verdict = dhp_verdict(result.scorer, result.D_min_ew, result.table, settings)
+    return enforce([verdict], settings.on_failure)[0]
 
-    Refused when D_min^EW is below ``threshold`` or an injection probe raised the scores; the
-    message names every perturbation that was not discerned.
-    """
-    failed = failed_perturbations(result, params.threshold)
-    if result.D_min_ew >= params.threshold and not failed:
-        return f"DHP accepted {result.scorer}: D_min^EW {result.D_min_ew:.3f} >= {params.threshold}"
-    message = (
-        f"DHP refused {result.scorer}: D_min^EW {result.D_min_ew:.3f} < threshold "
-        f"{params.threshold}; not discerned: {', '.join(failed) or 'none'} "
-        f"(set dhp.on_failure: warn to accept anyway)"
-    )
-    if params.on_failure == "fail":
-        raise AcceptanceError(message)
-    log.warning(message)
-    return "WARNING " + message
+
+__all__ = ["AcceptanceError", "dhp_markdown", "dhp_samples", "gate", "run_suite", "summary"]

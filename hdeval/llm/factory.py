@@ -27,7 +27,7 @@ def make_backend(config: LLMConfig) -> LLMBackend:
     if config.backend == "embedded":
         from hdeval import embedded
 
-        path = embedded.pull()
+        path = embedded.pull(embedded.embedded_model(config.model))
     else:
         path = config.model_path
     return TransformersBackend(

@@ -1,0 +1,140 @@
+"""Model selection on the training documents: which feature groups enter the aggregator, and which
+aggregator kind.
+
+A candidate is a feature set (the modes scored, the deepest layer of the tree, with or without the
+unconditioned likelihood ``lik:_text``) and an aggregator kind. Every candidate gets the same
+document-grouped CV as tuning (:func:`hdeval.tuning.cv_score`) with the kind's defaults; the
+CV-best one is then tuned and shipped. Held-out documents are never seen here.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+from sklearn.exceptions import ConvergenceWarning
+
+from hdeval.columns import feature_columns
+from hdeval.criteria import CriteriaTree
+from hdeval.errors import ConfigError
+from hdeval.params import AggregatorParams, HierarchyParams, Mode
+from hdeval.tuning import cv_score
+
+TABLE_COLUMNS = ["features", "modes", "layers", "unconditioned", "kind", "n_features", "cv_pearson"]
+
+
+@dataclass(frozen=True)
+class FeatureSet:
+    """The feature columns of criteria down to layer ``depth``, scored in ``modes``."""
+
+    modes: tuple[Mode, ...]
+    depth: int
+    unconditioned: bool
+
+    @property
+    def name(self) -> str:
+        layers = "1" if self.depth == 1 else f"1-{self.depth}"
+        text = "+lik:_text" if self.unconditioned else ""
+        return f"{'+'.join(self.modes)} L{layers}{text}"
+
+    def tree(self, tree: CriteriaTree) -> CriteriaTree:
+        """``tree`` cut below layer ``depth`` (a cut node is a leaf again)."""
+        return CriteriaTree(
+            [
+                replace(c, decomposed=False) if c.layer == self.depth else c
+                for c in tree
+                if c.layer <= self.depth
+            ]
+        )
+
+    def columns(self, tree: CriteriaTree) -> list[str]:
+        """The columns, in the order the bundle's scorer writes them."""
+        ids = [c.id for c in self.tree(tree)]
+        return feature_columns(ids, list(self.modes), self.unconditioned)
+
+
+def candidate_feature_sets(
+    hierarchy: HierarchyParams, search: AggregatorParams, depth: int
+) -> list[FeatureSet]:
+    """The feature sets of ``search`` that a tree of ``depth`` scored as ``hierarchy`` can give."""
+    out: list[FeatureSet] = []
+    for choice in search.feature_modes:
+        modes: tuple[Mode, ...] = ("prompt", "likelihood") if choice == "both" else (choice,)
+        if not set(modes) <= set(hierarchy.modes):
+            continue
+        for layers in search.feature_layers:
+            if layers > depth:
+                continue
+            for text in search.unconditioned:
+                if text and not ("likelihood" in modes and hierarchy.unconditioned):
+                    continue
+                candidate = FeatureSet(modes, layers, text)
+                if candidate not in out:
+                    out.append(candidate)
+    if not out:
+        raise ConfigError(
+            f"aggregator.feature_modes {search.feature_modes} / feature_layers "
+            f"{search.feature_layers} leave no feature set that hierarchy.modes "
+            f"{hierarchy.modes} with {depth} layers scored"
+        )
+    return out
+
+
+def selection_table(
+    tree: CriteriaTree,
+    features: pd.DataFrame,
+    targets: pd.DataFrame,
+    groups: Sequence | np.ndarray,
+    candidates: Sequence[FeatureSet],
+    kinds: Sequence[str],
+    n_splits: int,
+    seed: int,
+) -> pd.DataFrame:
+    """Grouped-CV mean Pearson r of every (feature set, kind), best first (ties: listed order)."""
+    rows = []
+    with warnings.catch_warnings():  # an MLP that has not converged is still a fair candidate
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for candidate in candidates:
+            rows.extend(_rows(tree, features, targets, groups, candidate, kinds, n_splits, seed))
+    table = pd.DataFrame(rows, columns=TABLE_COLUMNS)
+    return table.sort_values("cv_pearson", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _rows(
+    tree: CriteriaTree,
+    features: pd.DataFrame,
+    targets: pd.DataFrame,
+    groups: Sequence | np.ndarray,
+    candidate: FeatureSet,
+    kinds: Sequence[str],
+    n_splits: int,
+    seed: int,
+) -> list[dict]:
+    """The CV rows of one feature set, a row per kind."""
+    columns = candidate.columns(tree)
+    missing = [c for c in columns if c not in features.columns]
+    if missing:
+        raise ConfigError(f"feature set {candidate.name}: no feature column {missing[0]!r}")
+    chosen = features[columns]
+    return [
+        {
+            "features": candidate.name,
+            "modes": "+".join(candidate.modes),
+            "layers": candidate.depth,
+            "unconditioned": candidate.unconditioned,
+            "kind": kind,
+            "n_features": len(columns),
+            "cv_pearson": cv_score(kind, {}, chosen, targets, groups, n_splits, seed),
+        }
+        for kind in kinds
+    ]
+
+
+def best_candidate(table: pd.DataFrame, candidates: Sequence[FeatureSet]) -> tuple[FeatureSet, str]:
+    """The feature set and kind of the table's top row."""
+    top = table.iloc[0]
+    by_name = {c.name: c for c in candidates}
+    return by_name[top["features"]], str(top["kind"])

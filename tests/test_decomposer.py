@@ -1,0 +1,64 @@
+"""A separate decomposer: a llama.cpp server on 127.0.0.1 writes the criteria while the embedded
+judge scores every text (two real, different backends behind one cache)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hdeval.cache import ResultCache
+from hdeval.criteria import CriteriaTree, Criterion
+from hdeval.data import load_labels
+from hdeval.hierarchy import run_layer
+from hdeval.judge import CachedJudge, open_judge
+from hdeval.params import HierarchyParams, LLMConfig, TaskSpec
+from tests.llama_server import MODEL_ALIAS, run_llama_server
+
+pytestmark = [pytest.mark.server, pytest.mark.model]
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def decomposer_url(embedded_gguf: Path) -> Iterator[str]:
+    threads = str(len(os.sched_getaffinity(0)))
+    with run_llama_server(
+        embedded_gguf, chat_format=None, extra_args=("--n_threads", threads)
+    ) as base_url:
+        yield base_url
+
+
+def test_decomposer_writes_the_tree_and_the_judge_scores(
+    decomposer_url, embedded_backend, tmp_path
+):
+    with open(REPO / "data" / "summeval" / "summeval.jsonl", encoding="utf-8") as handle:
+        rows = [json.loads(next(handle)) for _ in range(32)]
+    rows = [r for r in rows if r["system_id"] in {"M0", "M1", "M8"}]  # 2 documents x 3
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    train = load_labels(labels, ["coherence"], (1.0, 5.0))
+    tree = CriteriaTree([Criterion("coherence", "coherence", "the summary is well-structured")])
+    cache = ResultCache(tmp_path / "cache.sqlite")
+    judge = CachedJudge(embedded_backend, cache)
+    config = LLMConfig(
+        backend="openai", base_url=decomposer_url, model=MODEL_ALIAS, timeout=600.0,
+        api_key_env="HDEVAL_TEST_UNSET_KEY", max_retries=1,
+    )  # fmt: skip
+    decomposer = open_judge(config, cache)
+    params = HierarchyParams(layers=2, children=2, modes=["prompt"], cv_folds=2)
+
+    generated, read = judge.tokens.completion, judge.tokens.prompt  # the backend is shared
+
+    layer = run_layer(2, tree, [], train, judge, TaskSpec(), params, False, decomposer)
+
+    assert decomposer.identity != judge.identity
+    assert decomposer.tokens.completion > 0  # the server wrote the criteria ...
+    assert judge.tokens.completion == generated  # ... the embedded judge generated nothing
+    assert judge.tokens.prompt > read and decomposer.tokens.prompt > 0
+    children = layer.tree.layer(2)
+    assert children and all(c.parent == "coherence" for c in children)
+    assert {f"prompt:{c.id}" for c in children} <= set(layer.run.features.columns)
+    assert layer.run.features.notna().all().all()

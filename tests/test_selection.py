@@ -1,0 +1,110 @@
+"""Model selection on synthetic feature tables: which candidates exist, that grouped CV picks the
+informative feature group and the shipped bundle's columns, and that the CV table is complete."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hdeval.columns import feature_columns
+from hdeval.criteria import CriteriaTree, Criterion
+from hdeval.data import LabelledData
+from hdeval.errors import ConfigError
+from hdeval.params import AggregatorParams, HierarchyParams, Params
+from hdeval.selection import FeatureSet, candidate_feature_sets, selection_table
+from hdeval.training import select_and_fit
+
+TREE = CriteriaTree(
+    [
+        Criterion("coh", "coherence", "d"),
+        Criterion("flu", "fluency", "d"),
+        Criterion("coh_a", "a", "d", parent="coh", layer=2, decomposed=True),
+        Criterion("coh_b", "b", "d", parent="coh", layer=2),
+        Criterion("flu_a", "c", "d", parent="flu", layer=2),
+        Criterion("coh_a_x", "x", "d", parent="coh_a", layer=3),
+    ]
+)
+
+
+def _data(n_docs: int = 12, per_doc: int = 8, seed: int = 0):
+    """Targets that follow the layer-2 likelihood columns; prompt columns are noise."""
+    rng = np.random.default_rng(seed)
+    n = n_docs * per_doc
+    ids = [f"r{i}" for i in range(n)]
+    columns = feature_columns([c.id for c in TREE], ["prompt", "likelihood"], True)
+    features = pd.DataFrame(rng.normal(size=(n, len(columns))), index=ids, columns=columns)
+    signal = features["lik:coh_a"] + features["lik:flu_a"]
+    targets = pd.DataFrame(
+        {"coherence": signal + 0.1 * rng.normal(size=n), "fluency": signal}, index=ids
+    )
+    samples = pd.DataFrame(
+        {
+            "doc_id": [f"d{i // per_doc}" for i in range(n)],
+            "system_id": [f"s{i % per_doc}" for i in range(n)],
+            "source": "src",
+            "output": "out",
+            "references": [[] for _ in range(n)],
+        },
+        index=ids,
+    )
+    return features, LabelledData(samples, targets)
+
+
+def test_candidates_follow_the_search_space_and_what_was_scored() -> None:
+    hierarchy = HierarchyParams(modes=["prompt", "likelihood"], unconditioned=True)
+    everything = candidate_feature_sets(hierarchy, AggregatorParams(), depth=3)
+    # prompt: 3 depths; likelihood and both: 3 depths x with/without lik:_text
+    assert len(everything) == 3 + 6 + 6
+    assert FeatureSet(("prompt",), 1, True) not in everything  # no lik:_text without likelihood
+    shallow = candidate_feature_sets(hierarchy, AggregatorParams(), depth=2)
+    assert max(c.depth for c in shallow) == 2
+    prompt_only = HierarchyParams(modes=["prompt"])
+    assert {c.modes for c in candidate_feature_sets(prompt_only, AggregatorParams(), 3)} == {
+        ("prompt",)
+    }
+    with pytest.raises(ConfigError, match="leave no feature set"):
+        candidate_feature_sets(prompt_only, AggregatorParams(feature_modes=["likelihood"]), 3)
+
+
+def test_feature_set_cuts_the_tree_and_orders_columns_like_the_scorer() -> None:
+    cut = FeatureSet(("prompt", "likelihood"), 2, True)
+    tree = cut.tree(TREE)
+    assert [c.id for c in tree] == ["coh", "flu", "coh_a", "coh_b", "flu_a"]
+    assert not tree.get("coh_a").decomposed  # a leaf of the shipped tree
+    assert cut.columns(TREE)[:2] == ["prompt:coh", "prompt:flu"]
+    assert cut.columns(TREE)[-1] == "lik:_text" and len(cut.columns(TREE)) == 11
+    assert cut.name == "prompt+likelihood L1-2+lik:_text"
+
+
+def test_grouped_cv_table_ranks_the_informative_group_first() -> None:
+    features, data = _data()
+    groups = data.samples["doc_id"].to_numpy()
+    candidates = candidate_feature_sets(HierarchyParams(), AggregatorParams(), 3)
+    table = selection_table(
+        TREE, features, data.targets, groups, candidates, ["linear", "tree"], 4, 0
+    )
+    assert len(table) == 2 * len(candidates)
+    assert table["cv_pearson"].is_monotonic_decreasing
+    top = table.iloc[0]
+    assert "likelihood" in top["modes"] and top["layers"] >= 2 and top["cv_pearson"] > 0.9
+    prompt_rows = table[table["modes"] == "prompt"]
+    assert prompt_rows["cv_pearson"].max() < 0.3  # noise does not look good under grouped CV
+
+
+def test_select_and_fit_ships_the_cv_best_with_bundle_columns(tmp_path) -> None:
+    features, data = _data()
+    params = Params(
+        aggregator=AggregatorParams(kinds=["linear", "tree"], n_trials=3, cv_folds=4),
+    )
+    selected = select_and_fit(params, TREE, features, data, tmp_path)
+    chosen = selected.feature_set
+    assert "likelihood" in chosen.modes and chosen.depth >= 2
+    expected = feature_columns([c.id for c in selected.tree], chosen.modes, chosen.unconditioned)
+    assert list(selected.features.columns) == expected
+    assert selected.cv_pearson >= selected.table["cv_pearson"].iloc[0]
+    predicted = selected.model.predict(selected.features.to_numpy())
+    assert predicted.shape == (len(features), 2)
+    summary = selected.summary()
+    assert summary["kind"] == selected.kind and len(summary["cv_table"]) == len(selected.table)
+    assert (tmp_path / "optuna.sqlite").is_file()
