@@ -106,8 +106,32 @@ class DataParams(_Section):
     seed: int = 0
 
 
+class CriterionOverride(_Section):
+    """A person's correction of one criterion of the tree (``hierarchy.overrides``).
+
+    ``name`` / ``definition`` replace what the LLM wrote (the id stays, so features keep their
+    column); ``pin`` keeps the criterion as it is, never decomposed further; ``delete`` removes it
+    and everything below it.
+    """
+
+    name: str | None = Field(None, min_length=1)
+    definition: str | None = Field(None, min_length=1)
+    pin: bool = False
+    delete: bool = False
+
+    @model_validator(mode="after")
+    def _delete_alone(self) -> CriterionOverride:
+        if self.delete and (self.name or self.definition or self.pin):
+            raise ValueError("delete cannot be combined with name, definition or pin")
+        return self
+
+
 class HierarchyParams(_Section):
-    """How the criteria tree grows (Algorithm 1) and how scores become features."""
+    """How the criteria tree grows (Algorithm 1) and how scores become features.
+
+    ``overrides`` maps criterion ids to a person's corrections, applied by every layer after
+    decomposition (see :class:`CriterionOverride`).
+    """
 
     layers: int = Field(3, ge=1, le=6)
     children: int = Field(2, ge=1, le=12)
@@ -118,6 +142,7 @@ class HierarchyParams(_Section):
     cv_folds: int = Field(5, ge=2)
     importance_repeats: int = Field(5, ge=1)
     seed: int = 0
+    overrides: dict[str, CriterionOverride] = Field(default_factory=dict)
 
 
 class AggregatorParams(_Section):

@@ -8,7 +8,7 @@ from hdeval.dhp.acceptance import dhp_samples, gate, run_suite, summary
 from hdeval.evaluator import Evaluator
 from hdeval.judge import open_judge
 from hdeval.params import load_params
-from hdeval.text_scorers import HDEVAL, make_scorers
+from hdeval.text_scorers import HDEVAL, make_scorers, without_likelihood
 
 
 def main() -> None:
@@ -16,8 +16,11 @@ def main() -> None:
     settings, data = params.dhp, params.data
     judge = open_judge(params.llm)
     labels = load_labels(data.path, data.aspects, data.score_range)
+    names, left_out = without_likelihood(
+        [HDEVAL, "direct-prompt", "likelihood"], judge.likelihood_problem()
+    )
     scorers = make_scorers(
-        [HDEVAL, "direct-prompt", "likelihood"],
+        names,
         judge,
         params.task,
         aspects_tree(data),
@@ -32,7 +35,14 @@ def main() -> None:
     cost = judge.cost()
     if perturber is not None and perturber is not judge:
         cost["perturber_tokens"] = perturber.tokens.to_dict()
-    ws.write_json(out / "summary.json", {"scorers": summary(results, settings), "llm": cost})
+    ws.write_json(
+        out / "summary.json",
+        {
+            "scorers": summary(results, settings),
+            "llm": cost,
+            "left_out": {f"DHP {k}": v for k, v in left_out.items()},
+        },
+    )
     print(gate(results[HDEVAL], settings))
 
 

@@ -4,7 +4,7 @@ the results table results.md."""
 import pandas as pd
 
 from hdeval import workspace as ws
-from hdeval.results import baseline_summary, llm_totals, results_markdown
+from hdeval.results import baseline_summary, left_out_markdown, llm_totals, results_markdown
 
 
 def main() -> None:
@@ -16,14 +16,22 @@ def main() -> None:
         "baselines": ws.read_json(ws.BASELINES / "cost.json"),
         "dhp": dhp["llm"],
     }
+    left_out = {
+        **evaluation.get("left_out", {}),
+        **ws.read_json(ws.BASELINES / "left_out.json"),
+        **dhp.get("left_out", {}),
+    }
     metrics = {
         **evaluation,
+        "left_out": left_out,
         "baselines": baseline_summary(table),
         "dhp": dhp["scorers"],
         "llm": {**evaluation["llm"], "stages": stages, **llm_totals(stages)},
     }
     ws.write_json(ws.METRICS, metrics)
-    ws.RESULTS.write_text(results_markdown(table, dhp["scorers"], metrics))
+    ws.RESULTS.write_text(
+        results_markdown(table, dhp["scorers"], metrics) + left_out_markdown(left_out)
+    )
     print(f"metrics written to {ws.METRICS}, results table to {ws.RESULTS}")
 
 

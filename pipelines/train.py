@@ -19,7 +19,11 @@ def main() -> None:
     model, best = tune_and_fit(params, features, train, ws.TUNE)
     ws.write_json(ws.TUNE / "best_params.json", {"kind": params.aggregator.kind, "params": best})
     joblib.dump(model, ws.AGGREGATOR)
-    identity = ws.read_json(final / "report.json")["llm_identity"]
+    report = ws.read_json(final / "report.json")
+    # the modes the judge could score (a server without likelihoods drops that mode)
+    hierarchy = params.hierarchy.model_copy(update={"modes": report["modes"]})
+    params = params.model_copy(update={"hierarchy": hierarchy})
+    identity = report["llm_identity"]
     export_evaluator(ws.BUNDLE, model, tree, features, train, params, identity)
     print(f"evaluator bundle written to {ws.BUNDLE}")
 
