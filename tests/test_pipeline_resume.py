@@ -4,6 +4,7 @@ covered by test_pipeline.py); `dvc repro --single-item train` runs only the stag
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 
@@ -40,7 +41,8 @@ def _write_layer(root, identity: str) -> None:
     rng = np.random.default_rng(0)
     features = pd.DataFrame(rng.normal(size=(len(ids), len(columns))), index=ids, columns=columns)
     features.to_csv(layer / "features.csv")
-    (layer / "report.json").write_text(f'{{"llm_identity": "{identity}"}}\n')
+    report = {"llm_identity": identity, "modes": ["prompt", "likelihood"]}
+    (layer / "report.json").write_text(json.dumps(report))
 
 
 def test_killed_tuning_keeps_the_bundle_and_the_finished_trials(tmp_path):
