@@ -20,7 +20,7 @@ def test_likelihood_mode_and_scorers_are_left_out_with_the_reason() -> None:
     assert left_out == {
         "likelihood features": "the judge cannot score likelihoods: echo misaligned"
     }
-    with pytest.raises(ConfigError, match="hierarchy.modes is \\[likelihood\\].*echo misaligned"):
+    with pytest.raises(ConfigError, match=r"hierarchy\.modes is \[likelihood\].*echo misaligned"):
         usable_modes(HierarchyParams(modes=["likelihood"]), "echo misaligned")
 
     assert without_likelihood(BASELINES, None) == (list(BASELINES), {})
