@@ -145,7 +145,9 @@ def calibrate(judge: CachedJudge, params: Params, modes: Sequence[str]) -> dict:
             done += run.computed
     if params.hierarchy.layers > 1:
         first = tree.layer(1)[0]
-        prompt = decomposition_prompt(params.task.description, first, None, 1)
+        prompt = decomposition_prompt(
+            params.task.description, first, None, params.hierarchy.children
+        )
         if judge.cache.get(judge.key(CACHE_KIND, TEMPLATE_VERSION, prompt)) is None:
             start = time.perf_counter()
             decompose(
