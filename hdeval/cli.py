@@ -210,6 +210,31 @@ def train(
     typer.echo(json.dumps(metrics["held_out"]["hdeval"]["average"], indent=2))
 
 
+@app.command("estimate")
+def estimate_command(
+    params: ParamsOption = None,
+    calibrate: Annotated[
+        bool,
+        typer.Option(
+            help="Time the first real piece of work on the judge (its results are cached)."
+        ),
+    ] = True,
+) -> None:
+    """LLM calls, prompt tokens and expected time per pipeline stage, after the cache."""
+    from hdeval import estimate
+    from hdeval.hierarchy import usable_modes
+    from hdeval.judge import open_judge
+
+    config = _params(params)
+    judge = open_judge(config.llm)
+    calibration = None
+    if calibrate:
+        modes = usable_modes(config.hierarchy, judge.likelihood_problem())[0].modes
+        calibration = estimate.calibrate(judge, config, modes)
+    stages = estimate.estimate(config, judge)
+    typer.echo(estimate.render(stages, calibration, judge.identity))
+
+
 @app.command("score")
 def score(
     inputs: Annotated[Path, typer.Argument(help="JSONL/CSV rows with id, doc_id, source, output.")],

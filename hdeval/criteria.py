@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import yaml
 
 from hdeval.errors import ConfigError
-from hdeval.params import DataParams
+from hdeval.params import CriterionOverride, DataParams
 
 
 @dataclass(frozen=True)
@@ -123,3 +123,76 @@ def aspects_tree(config: DataParams) -> CriteriaTree:
             "(params data.aspects)"
         )
     return tree
+
+
+def _parent_id(criterion_id: str) -> str | None:
+    """The parent part of a decomposed criterion's id (``<parent id>.<slug>``)."""
+    return criterion_id.rsplit(".", 1)[0] if "." in criterion_id else None
+
+
+def apply_overrides(
+    tree: CriteriaTree,
+    overrides: Mapping[str, CriterionOverride],
+    decomposed: Iterable[str] = (),
+    final: bool = False,
+) -> CriteriaTree:
+    """``tree`` with a person's corrections (``hierarchy.overrides``): names and definitions
+    replaced, deleted criteria removed with everything below them.
+
+    An override must name a criterion that exists: one of the aspects, a child of a node in
+    ``decomposed`` (the nodes this layer just decomposed), or, with ``final``, any criterion of
+    the finished tree. A deleted criterion may be absent (an earlier layer removed it).
+    Otherwise :class:`~hdeval.errors.ConfigError` names it. Pins are honoured by the layer step,
+    which never decomposes a pinned criterion.
+    """
+    ids = {c.id for c in tree}
+    just_grown = set(decomposed)
+    for criterion_id in overrides:
+        if criterion_id in ids:
+            continue
+        parent = _parent_id(criterion_id)
+        lineage = [criterion_id]
+        while (up := _parent_id(lineage[-1])) is not None:
+            lineage.append(up)
+        deleted_before = (
+            any(overrides.get(i, _KEEP).delete for i in lineage) and parent not in just_grown
+        )
+        if parent is None or parent in just_grown or (final and not deleted_before):
+            children = [c.id for c in tree.children(parent)] if parent in ids else []
+            raise ConfigError(
+                f"hierarchy.overrides names criterion {criterion_id!r}, which is not in the tree"
+                + (f"; {parent!r} has {children}" if children else "")
+            )
+    removed: set[str] = set()
+    for node in tree:
+        override = overrides.get(node.id)
+        if override is not None and override.delete:
+            if node.parent is None:
+                raise ConfigError(
+                    f"hierarchy.overrides deletes aspect {node.id!r}; edit the aspects file "
+                    "(data.criteria) and data.aspects instead"
+                )
+            removed.add(node.id)
+        elif node.parent in removed:
+            removed.add(node.id)
+    nodes = []
+    for node in tree:
+        if node.id in removed:
+            continue
+        override = overrides.get(node.id)
+        if override is not None:
+            node = replace(
+                node,
+                name=override.name or node.name,
+                definition=override.definition or node.definition,
+            )
+        nodes.append(node)
+    return CriteriaTree(nodes)
+
+
+_KEEP = CriterionOverride()
+
+
+def pinned(overrides: Mapping[str, CriterionOverride]) -> set[str]:
+    """Ids of the criteria a person pinned (never decomposed further)."""
+    return {criterion_id for criterion_id, o in overrides.items() if o.pin}

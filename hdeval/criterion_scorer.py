@@ -158,6 +158,20 @@ class CriterionScorer:
             for name, text in pairs
         ]
 
+    def plan(
+        self, samples: Any, tree: CriteriaTree
+    ) -> list[tuple[Mode, list[str], str, list[Request]]]:
+        """Every request :meth:`score` makes for ``samples`` on all of ``tree``, before any cut
+        to the judge's context: per sample and mode, the shared segments, the continuation and
+        the requests (what ``hdeval estimate`` counts)."""
+        planned = []
+        for sample in samples_of(samples):
+            for mode in self.modes:
+                segments, continuation = self._layout(mode, sample.source, sample.output)
+                requests = self._requests(mode, tree, list(tree), segments, continuation)
+                planned.append((mode, segments, continuation, requests))
+        return planned
+
     # ----------------------------------------------------------------- main loop
     def score(
         self,

@@ -10,16 +10,17 @@ importance. Every LLM call goes through the cached judge, so re-running costs no
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import asdict, dataclass
 
 import pandas as pd
 
 from hdeval.columns import check_failed_shares
-from hdeval.criteria import CriteriaTree
+from hdeval.criteria import CriteriaTree, apply_overrides, pinned
 from hdeval.criterion_scorer import CriterionScorer, ScoringRun
 from hdeval.data import LabelledData
 from hdeval.decompose import decompose, undecomposed
+from hdeval.errors import ConfigError
 from hdeval.judge import CachedJudge
 from hdeval.params import HierarchyParams, TaskSpec
 from hdeval.pruning import criterion_importances, permutation_importances, select_for_decomposition
@@ -43,25 +44,13 @@ class LayerReport:
         return asdict(self)
 
 
-def criteria_to_expand(tree: CriteriaTree, layer: int, selected: Sequence[str]) -> list[str]:
-    """Layer 2 expands every aspect; later layers expand what pruning selected."""
-    if layer == 2:
-        return [c.id for c in tree.layer(1)]
-    return list(selected)
-
-
-def grow(
-    tree: CriteriaTree,
-    layer: int,
-    selected: Sequence[str],
-    judge: CachedJudge,
-    task_description: str,
-    children: int,
-) -> CriteriaTree:
-    """Decompose the nodes that make up ``layer`` (cached; hand-edited nodes are kept)."""
-    return decompose(
-        tree, criteria_to_expand(tree, layer, selected), judge, task_description, children
-    )
+def criteria_to_expand(
+    tree: CriteriaTree, layer: int, selected: Sequence[str], keep: Set[str] = frozenset()
+) -> list[str]:
+    """Layer 2 expands every aspect; later layers expand what pruning selected. Criteria in
+    ``keep`` (pinned by a person) are never expanded."""
+    wanted = [c.id for c in tree.layer(1)] if layer == 2 else list(selected)
+    return [c for c in wanted if c not in keep]
 
 
 def proxy_report(
@@ -86,9 +75,10 @@ def proxy_report(
         n_repeats=params.importance_repeats,
     )
     newest = [c.id for c in tree.layer(layer)]
+    candidates = [c for c in newest if c not in pinned(params.overrides)]
     selected = (
-        select_for_decomposition(importances, newest, params.top_k)
-        if layer < params.layers and newest
+        select_for_decomposition(importances, candidates, params.top_k)
+        if layer < params.layers and candidates
         else []
     )
     per_criterion = criterion_importances(importances)
@@ -107,6 +97,20 @@ def proxy_report(
         importances={str(k): float(v) for k, v in per_criterion.items()},
         selected=selected,
     )
+
+
+def usable_modes(params: HierarchyParams, problem: str | None) -> tuple[HierarchyParams, dict]:
+    """``params`` without the likelihood mode when ``problem`` says the judge has none, and
+    ``{what was left out: why}``; an error when no mode is left."""
+    if problem is None or "likelihood" not in params.modes:
+        return params, {}
+    modes = [m for m in params.modes if m != "likelihood"]
+    if not modes:
+        raise ConfigError(
+            f"hierarchy.modes is [likelihood] but the judge cannot score likelihoods: {problem}"
+        )
+    why = f"the judge cannot score likelihoods: {problem}"
+    return params.model_copy(update={"modes": modes}), {"likelihood features": why}
 
 
 @dataclass
@@ -131,15 +135,18 @@ def run_layer(
     decomposer: CachedJudge | None = None,
 ) -> Layer:
     """Layer ``number`` of Algorithm 1: grow ``tree`` (the previous layer's, or the aspects for
-    layer 1) by decomposing what ``selected`` names, score the training texts on every
+    layer 1) by decomposing what ``selected`` names (a person's pins excepted), apply the
+    person's overrides (``params.overrides``), score the training texts on every
     criterion, fit the proxy aggregator and pick what the next layer decomposes.
 
     ``decomposer`` writes the criteria (default: ``judge``, which scores every text)."""
-    leaves: list[str] = []
+    expand = criteria_to_expand(tree, number, selected, pinned(params.overrides))
     if number > 1:
         writer = judge if decomposer is None else decomposer
-        tree = grow(tree, number, selected, writer, task.description, params.children)
-        leaves = undecomposed(tree, criteria_to_expand(tree, number, selected))
+        tree = decompose(tree, expand, writer, task.description, params.children)
+    leaves = undecomposed(tree, expand) if number > 1 else []
+    final = number == params.layers
+    tree = apply_overrides(tree, params.overrides, decomposed=expand, final=final)
     scorer = CriterionScorer(judge, task, params.modes, params.unconditioned)
     run = scorer.score(train.samples, tree, progress=progress)
     check_failed_shares(run.features, params.max_failed_share)

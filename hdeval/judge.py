@@ -56,6 +56,12 @@ class CachedJudge:
     def min_digit_mass(self) -> float:
         return float(getattr(self.backend, "min_digit_mass", DEFAULT_MIN_MASS))
 
+    def likelihood_problem(self) -> str | None:
+        """Why this judge cannot score log-likelihoods, or None. Local backends always can; an
+        OpenAI-compatible server is asked once (its echoed log-probabilities are probed)."""
+        probe = getattr(self.backend, "likelihood_problem", None)
+        return probe() if probe is not None else None
+
     def key(self, kind: str, *parts: object) -> str:
         """The cache key of a request of ``kind`` to this judge."""
         return cache_key(kind, self.identity, *parts)

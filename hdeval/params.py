@@ -128,6 +128,26 @@ class DataParams(_Section):
     max_field_chars: int = Field(1_000_000, ge=1)
 
 
+class CriterionOverride(_Section):
+    """A person's correction of one criterion of the tree (``hierarchy.overrides``).
+
+    ``name`` / ``definition`` replace what the LLM wrote (the id stays, so features keep their
+    column); ``pin`` keeps the criterion as it is, never decomposed further; ``delete`` removes it
+    and everything below it.
+    """
+
+    name: str | None = Field(None, min_length=1)
+    definition: str | None = Field(None, min_length=1)
+    pin: bool = False
+    delete: bool = False
+
+    @model_validator(mode="after")
+    def _delete_alone(self) -> CriterionOverride:
+        if self.delete and (self.name or self.definition or self.pin):
+            raise ValueError("delete cannot be combined with name, definition or pin")
+        return self
+
+
 class HierarchyParams(_Section):
     """How the criteria tree grows (Algorithm 1) and how scores become features.
 
@@ -137,6 +157,9 @@ class HierarchyParams(_Section):
 
     ``decomposer`` is the LLM that writes the criteria (default: the judge): a stronger model
     can write the tree once while a cheaper judge scores every text.
+
+    ``overrides`` maps criterion ids to a person's corrections, applied by every layer after
+    decomposition (see :class:`CriterionOverride`).
     """
 
     layers: int = Field(3, ge=1, le=6)
@@ -150,6 +173,7 @@ class HierarchyParams(_Section):
     seed: int = 0
     max_failed_share: float = Field(0.2, ge=0, le=1)
     decomposer: LLMConfig | None = None
+    overrides: dict[str, CriterionOverride] = Field(default_factory=dict)
 
 
 class AggregatorParams(_Section):

@@ -170,3 +170,11 @@ def evaluation_plots(predicted: pd.DataFrame, test, layers: list[dict], out: Pat
     pd.DataFrame([{"criterion": k, "importance": v} for k, v in final]).to_csv(
         out / "importance.csv", index=False
     )
+
+
+def left_out_markdown(left_out: Mapping[str, str]) -> str:
+    """Which rows a run could not compute, and why (empty when none was left out)."""
+    if not left_out:
+        return ""
+    lines = [f"- {what}: {why}" for what, why in left_out.items()]
+    return "\nLeft out of this run (no number is shown for them):\n\n" + "\n".join(lines) + "\n"

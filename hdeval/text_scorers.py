@@ -28,6 +28,17 @@ BASELINES = ("direct-prompt", "overall-prompt", "likelihood", "rouge")
 LIKELIHOOD_BASELINES = frozenset({"likelihood"})
 
 
+def without_likelihood(names: Sequence[str], problem: str | None) -> tuple[list[str], dict]:
+    """``names`` less the scorers that need likelihoods when ``problem`` says the judge has none,
+    and ``{left-out name: why}``."""
+    if problem is None:
+        return list(names), {}
+    kept = [n for n in names if n not in LIKELIHOOD_BASELINES]
+    return kept, {
+        n: f"the judge cannot score likelihoods: {problem}" for n in names if n not in kept
+    }
+
+
 @runtime_checkable
 class TextScorer(Protocol):
     name: str

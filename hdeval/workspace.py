@@ -9,10 +9,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from hdeval.errors import HDEvalError
+from hdeval.errors import ConfigError, HDEvalError
+from hdeval.paths import sha256_file
 
 PARAMS = Path("params.yaml")
 WORK = Path("work")
+LABELS = WORK / "labels.json"
 PREPARED = WORK / "prepared"
 LAYERS = WORK / "layers"
 TUNE = WORK / "tune"
@@ -40,6 +42,16 @@ def write_json(path: Path, data: dict) -> None:
 
 def read_json(path: Path) -> dict:
     return json.loads(path.read_text())
+
+
+def label_manifest(paths: list[Path]) -> dict:
+    """The sha256 of every label file, in the order params list them."""
+    missing = [str(p) for p in paths if not Path(p).is_file()]
+    if missing:
+        raise ConfigError(
+            f"label file not found: {', '.join(missing)} (params data.path / data.new_labels)"
+        )
+    return {"files": [{"path": str(p), "sha256": sha256_file(p)} for p in paths]}
 
 
 def layer_dir(number: int) -> Path:

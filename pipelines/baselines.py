@@ -7,7 +7,7 @@ from hdeval.criteria import aspects_tree
 from hdeval.data import load_labels
 from hdeval.judge import open_judge
 from hdeval.params import load_params
-from hdeval.text_scorers import BASELINES, make_scorers
+from hdeval.text_scorers import BASELINES, make_scorers, without_likelihood
 
 
 def main() -> None:
@@ -18,8 +18,9 @@ def main() -> None:
         path.stem: ws.read_features(path)
         for path in sorted((ws.EVALUATE / "predictions").glob("*.csv"))
     }
+    names, left_out = without_likelihood(BASELINES, judge.likelihood_problem())
     scorers = make_scorers(
-        BASELINES, judge, params.task, aspects_tree(params.data), params.data.aspects
+        names, judge, params.task, aspects_tree(params.data), params.data.aspects
     )
     entries.update({scorer.name: scorer for scorer in scorers})
     table = compare(
@@ -35,6 +36,7 @@ def main() -> None:
         render_markdown(table, levels=("dataset", "summary"), correlations=("pearson", "spearman"))
     )
     ws.write_json(out / "cost.json", judge.cost())
+    ws.write_json(out / "left_out.json", {f"baseline {k}": v for k, v in left_out.items()})
     print(f"comparison of {table['scorer'].nunique()} scorers written to {out / 'compare.md'}")
 
 

@@ -8,7 +8,7 @@ from hdeval.dhp.acceptance import dhp_markdown, dhp_samples, run_suite, summary
 from hdeval.evaluator import Evaluator
 from hdeval.judge import open_judge
 from hdeval.params import load_params
-from hdeval.text_scorers import HDEVAL, make_scorers
+from hdeval.text_scorers import HDEVAL, make_scorers, without_likelihood
 
 
 def main() -> None:
@@ -16,8 +16,11 @@ def main() -> None:
     settings, data = params.dhp, params.data
     judge = open_judge(params.llm)
     labels = load_labels(data.path, data.aspects, data.score_range)
+    names, left_out = without_likelihood(
+        [HDEVAL, "direct-prompt", "likelihood"], judge.likelihood_problem()
+    )
     scorers = make_scorers(
-        [HDEVAL, "direct-prompt", "likelihood"],
+        names,
         judge,
         params.task,
         aspects_tree(data),
@@ -33,7 +36,14 @@ def main() -> None:
     if perturber is not None and perturber is not judge:
         cost["perturber_tokens"] = perturber.tokens.to_dict()
     figures = summary(results)
-    ws.write_json(out / "summary.json", {"scorers": figures, "llm": cost})
+    ws.write_json(
+        out / "summary.json",
+        {
+            "scorers": figures,
+            "llm": cost,
+            "left_out": {f"DHP {k}": v for k, v in left_out.items()},
+        },
+    )
     print(dhp_markdown(figures))
 
 

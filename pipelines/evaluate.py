@@ -66,6 +66,7 @@ def main() -> None:
             },
         },
         "rows": {"train": len(train), "test": len(test)},
+        "left_out": {k: v for r in layers for k, v in r.get("left_out", {}).items()},
     }
     ws.write_json(out / "metrics.json", metrics)
     evaluation_plots(scores.aspects, test, layers, ws.fresh(ws.PLOTS / "evaluate"))

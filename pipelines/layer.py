@@ -6,7 +6,7 @@ from hdeval import workspace as ws
 from hdeval.criteria import CriteriaTree, aspects_tree
 from hdeval.data import load_labels
 from hdeval.errors import ConfigError
-from hdeval.hierarchy import run_layer
+from hdeval.hierarchy import run_layer, usable_modes
 from hdeval.judge import open_judge
 from hdeval.params import load_params
 
@@ -26,11 +26,12 @@ def main(number: int) -> None:
         tree = CriteriaTree.from_yaml(previous / "tree.yaml")
         selected = ws.read_json(previous / "report.json")["selected"]
     judge = open_judge(params.llm)
+    hierarchy, left_out = usable_modes(params.hierarchy, judge.likelihood_problem())
     decomposer = None
     if number > 1 and params.hierarchy.decomposer is not None:
         decomposer = open_judge(params.hierarchy.decomposer, judge.cache)
     layer = run_layer(
-        number, tree, selected, train, judge, params.task, params.hierarchy, decomposer=decomposer
+        number, tree, selected, train, judge, params.task, hierarchy, decomposer=decomposer
     )
     out = ws.fresh(ws.layer_dir(number))
     layer.tree.to_yaml(out / "tree.yaml")
@@ -42,6 +43,8 @@ def main(number: int) -> None:
         "truncated_samples": layer.run.truncated_samples,
         "not_decomposed": layer.not_decomposed,
         "llm_identity": judge.identity,
+        "modes": hierarchy.modes,
+        "left_out": left_out,
     }
     if decomposer is not None:
         report["decomposer"] = {"identity": decomposer.identity, **decomposer.tokens.to_dict()}

@@ -7,6 +7,7 @@ from hdeval import workspace as ws
 from hdeval.results import (
     acceptance_markdown,
     baseline_summary,
+    left_out_markdown,
     llm_totals,
     results_markdown,
     selection_markdown,
@@ -23,8 +24,14 @@ def main() -> None:
         "baselines": ws.read_json(ws.BASELINES / "cost.json"),
         "dhp": dhp["llm"],
     }
+    left_out = {
+        **evaluation.get("left_out", {}),
+        **ws.read_json(ws.BASELINES / "left_out.json"),
+        **dhp.get("left_out", {}),
+    }
     metrics = {
         **evaluation,
+        "left_out": left_out,
         "baselines": baseline_summary(table),
         "dhp": dhp["scorers"],
         "acceptance": {
@@ -34,7 +41,7 @@ def main() -> None:
         "llm": {**evaluation["llm"], "stages": stages, **llm_totals(stages)},
     }
     ws.write_json(ws.METRICS, metrics)
-    text = results_markdown(table, dhp["scorers"], metrics)
+    text = results_markdown(table, dhp["scorers"], metrics) + left_out_markdown(left_out)
     text += "\n" + acceptance_markdown(verdicts) + "\n" + selection_markdown(metrics["selection"])
     ws.RESULTS.write_text(text)
     print(f"metrics written to {ws.METRICS}, results table to {ws.RESULTS}")

@@ -23,8 +23,11 @@ def main() -> None:
         {**selected.summary(), "columns": list(selected.features.columns)},
     )
     joblib.dump(selected.model, ws.AGGREGATOR)
-    identity = ws.read_json(final / "report.json")["llm_identity"]
-    export_evaluator(ws.BUNDLE, selected, train, params, identity)
+    report = ws.read_json(final / "report.json")
+    # the modes the judge could score (a server without likelihoods drops that mode)
+    hierarchy = params.hierarchy.model_copy(update={"modes": report["modes"]})
+    params = params.model_copy(update={"hierarchy": hierarchy})
+    export_evaluator(ws.BUNDLE, selected, train, params, report["llm_identity"])
     print(f"{selected.kind} on {selected.feature_set.name} (CV Pearson {selected.cv_pearson:.3f})")
     print(f"evaluator bundle written to {ws.BUNDLE}")
 

@@ -24,11 +24,20 @@ def start_worker(module: str, *args: str, **popen) -> subprocess.Popen:
     )
 
 
-def kill_when(worker: subprocess.Popen, ready: Callable[[], bool], timeout: float = 300) -> None:
-    """SIGKILL ``worker`` as soon as ``ready()``; fail if it ended or stalled before that."""
+def kill_when(
+    worker: subprocess.Popen, ready: Callable[[], bool], timeout: float = 300, group: bool = False
+) -> None:
+    """SIGKILL ``worker`` as soon as ``ready()``; fail if it ended or stalled before that.
+
+    With ``group`` the worker's whole process group is killed (start it with
+    ``start_new_session=True``), as a closed terminal kills a command and its children.
+    """
     deadline = time.monotonic() + timeout
     while not ready() and worker.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert worker.poll() is None, worker.stderr.read().decode()[-2000:]
-    os.kill(worker.pid, signal.SIGKILL)
+    if group:
+        os.killpg(worker.pid, signal.SIGKILL)
+    else:
+        os.kill(worker.pid, signal.SIGKILL)
     worker.wait()

@@ -51,6 +51,10 @@ class _LLMBaseline:
         self.progress = progress
         self.last_run: ScoringRun | None = None
 
+    def plan(self, samples: pd.DataFrame) -> list:
+        """The requests scoring ``samples`` makes (see :meth:`CriterionScorer.plan`)."""
+        return self._scorer.plan(samples, self._tree)
+
     def _features(self, samples: pd.DataFrame) -> pd.DataFrame:
         self.last_run = self._scorer.score(samples, self._tree, progress=self.progress)
         return self.last_run.features

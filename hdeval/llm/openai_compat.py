@@ -347,9 +347,9 @@ class OpenAICompatibleBackend:
     def supports_likelihood(self) -> bool:
         """Whether the server's echoed prompt log-probabilities line up with their tokens and the
         model's chat frame is known; probed once (two tiny completions), then remembered."""
-        return self._likelihood_unsupported() is None
+        return self.likelihood_problem() is None
 
-    def _likelihood_unsupported(self) -> str | None:
+    def likelihood_problem(self) -> str | None:
         """Why likelihoods cannot be scored on this server, or None."""
         with self._probe_lock:
             if not self._probed:
@@ -472,7 +472,7 @@ class OpenAICompatibleBackend:
         likelihood has no failure value, :class:`HDEvalError` (:class:`ContextOverflow` for a
         prompt longer than the server's context) for the first item that fails.
         """
-        problem = self._likelihood_unsupported()
+        problem = self.likelihood_problem()
         if problem is not None:
             raise UnsupportedError(
                 f"the OpenAI-compatible server at {self.server} cannot score log-likelihoods: "

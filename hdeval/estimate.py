@@ -1,0 +1,255 @@
+"""What a pipeline run will cost before it runs: LLM calls and prompt tokens per stage that the
+cache does not hold yet, and the time they take on the configured judge.
+
+Every stage's requests are listed the way the stage makes them (:meth:`CriterionScorer.plan`) and
+looked up in the cache; a request counted for an earlier stage is free for a later one, as in a
+real run. Layers beyond 1 decompose criteria: where the decomposition replies are cached the new
+criteria are known and the count is exact, otherwise each decomposed node is assumed to get
+``hierarchy.children`` criteria (layer 3 onwards: ``top_k`` nodes), and the row says it is an
+estimate. Prompt tokens are the backend's own count for a local judge and characters / 4 for a
+server. The time comes from a calibration that does the first real piece of work (one training
+text on the layer-1 criteria, one decomposition) and keeps its results in the cache.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from hdeval.criteria import CriteriaTree, Criterion, apply_overrides, aspects_tree, pinned
+from hdeval.criterion_scorer import CriterionScorer
+from hdeval.data import load_labels
+from hdeval.data.splitting import load_split
+from hdeval.decompose import CACHE_KIND, decompose, decomposition_prompt
+from hdeval.errors import JudgeUnavailableError
+from hdeval.hierarchy import criteria_to_expand, usable_modes
+from hdeval.judge import CachedJudge
+from hdeval.llm.types import ContextLimited
+from hdeval.params import Params
+from hdeval.prompts import TEMPLATE_VERSION
+
+CHARS_PER_TOKEN = 4  # for a server, whose tokenizer hdeval cannot run
+
+
+@dataclass
+class StageCost:
+    """LLM work one stage still has to do after the cache."""
+
+    stage: str
+    calls: dict[str, int] = field(default_factory=lambda: {"digits": 0, "loglik": 0, "generate": 0})
+    cached: int = 0
+    prompt_tokens: int = 0
+    exact: bool = True
+    note: str = ""
+
+    @property
+    def total_calls(self) -> int:
+        return sum(self.calls.values())
+
+    def seconds(self, per_call: dict[str, float]) -> float | None:
+        """Expected time from the calibration's seconds per call of each kind."""
+        if any(n and kind not in per_call for kind, n in self.calls.items()):
+            return None
+        return sum(n * per_call.get(kind, 0.0) for kind, n in self.calls.items())
+
+
+class _CacheOnly:
+    """A backend that answers nothing: decomposing through it shows what the cache knows."""
+
+    def __init__(self, backend) -> None:
+        self.identity = backend.identity
+        self.tokens = backend.tokens
+
+    def generate(self, prompt: str, max_new_tokens: int = 512) -> str:
+        raise JudgeUnavailableError("not in the cache")
+
+
+class Planner:
+    """Counts requests against the cache once each, across the stages of one run."""
+
+    def __init__(self, judge: CachedJudge) -> None:
+        self.judge = judge
+        self.seen: set[str] = set()
+        backend = judge.backend
+        self.local = isinstance(backend, ContextLimited) and hasattr(backend, "prompt_tokens")
+
+    def _tokens(self, segments: Sequence[str], suffix: str, continuation: str) -> int:
+        if self.local:
+            return self.judge.backend.prompt_tokens(segments, suffix, continuation)
+        return len("".join([*segments, suffix, continuation])) // CHARS_PER_TOKEN
+
+    def scoring(self, cost: StageCost, planned: list) -> None:
+        """Count ``planned`` requests (:meth:`CriterionScorer.plan`) not cached nor seen yet."""
+        for mode, segments, continuation, requests in planned:
+            new = [r for r in requests if r.key not in self.seen]
+            found = self.judge.cache.get_many([r.key for r in new])
+            kind = "digits" if mode == "prompt" else "loglik"
+            cost.cached += len(requests) - len(new) + len(found)
+            for request in new:
+                self.seen.add(request.key)
+                if request.key not in found:
+                    cost.calls[kind] += 1
+                    cost.prompt_tokens += self._tokens(segments, request.suffix, continuation)
+
+    def grow(
+        self, cost: StageCost, tree: CriteriaTree, node_ids: Sequence[str], params: Params
+    ) -> CriteriaTree:
+        """``tree`` decomposed at ``node_ids``: from cached replies where every one is cached,
+        else with ``children`` stand-in criteria per node (and the row marked an estimate)."""
+        description, k = params.task.description, params.hierarchy.children
+        try:
+            cache_only = CachedJudge(_CacheOnly(self.judge.backend), self.judge.cache)
+            return decompose(tree, node_ids, cache_only, description, k)
+        except JudgeUnavailableError:
+            pass
+        cost.exact = False
+        nodes = list(tree)
+        for node_id in node_ids:
+            node = tree.get(node_id)
+            if node.decomposed or tree.children(node_id):
+                continue
+            prompt = decomposition_prompt(description, node, tree.parent(node), k)
+            key = self.judge.key(CACHE_KIND, TEMPLATE_VERSION, prompt)
+            if key not in self.seen and self.judge.cache.get(key) is None:
+                self.seen.add(key)
+                cost.calls["generate"] += 1
+                cost.prompt_tokens += self._tokens([], prompt, "")
+            nodes += [
+                Criterion(
+                    f"{node_id}.estimate_{i}",
+                    f"criterion {i} of {node.name}",
+                    f"a part of {node.name} to be decomposed",
+                    node_id,
+                    node.layer + 1,
+                )
+                for i in range(1, k + 1)
+            ]
+        return CriteriaTree(nodes)
+
+
+def calibrate(judge: CachedJudge, params: Params, modes: Sequence[str]) -> dict:
+    """Seconds per LLM call of each kind, measured on the first real work of the pipeline (kept
+    in the cache): one training text on the layer-1 criteria, then one decomposition."""
+    train, _ = load_split(params.data)
+    tree = aspects_tree(params.data)
+    per_call: dict[str, float] = {}
+    done = 0
+    for mode in modes:
+        scorer = CriterionScorer(judge, params.task, [mode], params.hierarchy.unconditioned)
+        start = time.perf_counter()
+        run = scorer.score(train.samples.iloc[:1], tree, progress=False)
+        if run.computed:
+            kind = "digits" if mode == "prompt" else "loglik"
+            per_call[kind] = (time.perf_counter() - start) / run.computed
+            done += run.computed
+    if params.hierarchy.layers > 1:
+        first = tree.layer(1)[0]
+        prompt = decomposition_prompt(
+            params.task.description, first, None, params.hierarchy.children
+        )
+        if judge.cache.get(judge.key(CACHE_KIND, TEMPLATE_VERSION, prompt)) is None:
+            start = time.perf_counter()
+            decompose(
+                CriteriaTree([first]), [first.id], judge, params.task.description,
+                params.hierarchy.children,
+            )  # fmt: skip
+            per_call["generate"] = time.perf_counter() - start
+            done += 1
+    return {"seconds_per_call": per_call, "calls_done": done}
+
+
+def estimate(params: Params, judge: CachedJudge) -> list[StageCost]:
+    """The LLM work of every pipeline stage still to do after the cache."""
+    from hdeval.baselines.llm import DirectPromptScorer, LikelihoodScorer, OverallPromptScorer
+    from hdeval.dhp.acceptance import dhp_samples
+    from hdeval.dhp.benchmark import _combined_samples
+    from hdeval.dhp.catalogue import perturb_all, perturbations_for
+
+    hierarchy, _ = usable_modes(params.hierarchy, judge.likelihood_problem())
+    planner = Planner(judge)
+    train, test = load_split(params.data)
+    aspects = aspects_tree(params.data)
+    scorer = CriterionScorer(judge, params.task, hierarchy.modes, hierarchy.unconditioned)
+    stages: list[StageCost] = []
+    tree, selected = aspects, []
+    for number in range(1, hierarchy.layers + 1):
+        cost = StageCost(f"layer@{number}")
+        if number > 1:
+            expand = criteria_to_expand(tree, number, selected, pinned(hierarchy.overrides))
+            tree = planner.grow(cost, tree, expand, params)
+            if cost.exact:
+                tree = apply_overrides(tree, hierarchy.overrides, expand)
+            if not stages[-1].exact:
+                cost.exact = False
+        planner.scoring(cost, scorer.plan(train.samples, tree))
+        newest = [c.id for c in tree.layer(number) if c.id not in pinned(hierarchy.overrides)]
+        selected = newest[: hierarchy.top_k]  # stand-ins for what pruning will pick
+        if number > 1 and not cost.exact:
+            cost.note = "estimate: decompositions not made yet"
+        elif number >= 3:
+            cost.exact, cost.note = False, "estimate: pruning picks the nodes to decompose"
+        stages.append(cost)
+    exact = all(s.exact for s in stages)
+    note = "" if exact else "estimate: the final criteria are not known yet"
+    evaluate = StageCost("evaluate", exact=exact, note=note)
+    planner.scoring(evaluate, scorer.plan(test.samples, tree))
+    stages.append(evaluate)
+
+    baselines = StageCost("baselines")
+    task, names = params.task, params.data.aspects
+    llm_baselines = [DirectPromptScorer(judge, task, aspects, aspects=names, progress=False)]
+    llm_baselines.append(OverallPromptScorer(judge, task, aspects, aspects=names, progress=False))
+    if judge.likelihood_problem() is None:
+        llm_baselines.append(LikelihoodScorer(judge, task, aspects, aspects=names, progress=False))
+    for baseline in llm_baselines:
+        planner.scoring(baselines, baseline.plan(test.samples))
+    stages.append(baselines)
+
+    dhp = StageCost("dhp", exact=exact, note=note)
+    labels = load_labels(params.data.path, params.data.aspects, params.data.score_range)
+    samples = dhp_samples(labels, params.dhp)
+    perturbations = perturbations_for(params.dhp.task, False, params.dhp.probes)
+    tables, _ = perturb_all(samples, perturbations, None, params.dhp.seed)
+    combined, _ = _combined_samples(samples, tables)
+    planner.scoring(dhp, scorer.plan(combined, tree))
+    for baseline in llm_baselines:
+        if not isinstance(baseline, OverallPromptScorer):
+            planner.scoring(dhp, baseline.plan(combined))
+    if params.dhp.llm_perturbations:
+        dhp.exact = False
+        dhp.note = "estimate: LLM-made perturbations are not counted"
+    stages.append(dhp)
+    return stages
+
+
+def render(stages: Sequence[StageCost], calibration: dict | None, identity: str) -> str:
+    """The table ``hdeval estimate`` prints."""
+    per_call = (calibration or {}).get("seconds_per_call", {})
+    lines = [
+        f"judge: {identity}",
+        f"{'stage':<10} {'LLM calls':>9} {'cached':>7} {'prompt tokens':>13} {'time':>9}  note",
+    ]
+    total_seconds: float | None = 0.0
+    for s in stages:
+        seconds = s.seconds(per_call) if calibration else None
+        shown = "?" if seconds is None else f"{seconds / 60:.1f} min"
+        if seconds is None or total_seconds is None:
+            total_seconds = None
+        else:
+            total_seconds += seconds
+        lines.append(
+            f"{s.stage:<10} {s.total_calls:>9} {s.cached:>7} {s.prompt_tokens:>13} {shown:>9}  "
+            f"{s.note}"
+        )
+    total = sum(s.total_calls for s in stages)
+    tokens = sum(s.prompt_tokens for s in stages)
+    shown = "?" if total_seconds is None else f"{total_seconds / 60:.1f} min"
+    lines.append(f"{'total':<10} {total:>9} {'':>7} {tokens:>13} {shown:>9}")
+    if calibration:
+        rates = ", ".join(f"{k} {v:.2f} s" for k, v in sorted(per_call.items())) or "none"
+        lines.append(
+            f"calibration: {calibration['calls_done']} calls made and cached (not counted above); "
+            f"seconds per call: {rates}"
+        )
+    return "\n".join(lines)

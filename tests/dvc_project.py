@@ -1,0 +1,72 @@
+"""A copy of the pipeline in a temporary directory, driven by the real ``dvc``."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+DVC = str(Path(sys.executable).parent / "dvc")
+
+
+def run(args: list[str], cwd: Path, env: dict, ok: bool = True) -> str:
+    """Run a command in the project; with ``ok``, fail the test on a non-zero exit."""
+    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    if ok:
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result.stdout + result.stderr
+
+
+def summeval_rows(n: int = 64, systems: set[str] | None = None) -> list[dict]:
+    """The first ``n`` SummEval label rows, optionally of some systems only."""
+    with open(REPO / "data" / "summeval" / "summeval.jsonl", encoding="utf-8") as handle:
+        rows = [json.loads(next(handle)) for _ in range(n)]
+    return [r for r in rows if systems is None or r["system_id"] in systems]
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def make_project(root: Path, rows: list[dict], params_update: dict) -> tuple[dict, dict]:
+    """dvc.yaml, pipelines/, hdeval/ and a one-aspect (coherence) params file in ``root``.
+
+    ``params_update`` maps a params section to the keys it changes. Returns (env, params).
+    """
+    for name in ("dvc.yaml", "pipelines", "hdeval"):
+        source = REPO / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, root / name)
+    write_jsonl(root / "labels.jsonl", rows)
+    tree = yaml.safe_load((REPO / "data" / "summeval" / "aspects.yaml").read_text())
+    tree["criteria"] = [c for c in tree["criteria"] if c["id"] == "coherence"]
+    (root / "aspects.yaml").write_text(yaml.safe_dump(tree))
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["data"].update(
+        path="labels.jsonl", criteria="aspects.yaml", aspects=["coherence"], n_docs=None
+    )
+    for section, values in params_update.items():
+        params[section].update(values)
+    write_params(root, params)
+    bin_dir = str(Path(sys.executable).parent)
+    env = {
+        **os.environ,
+        "PATH": bin_dir + os.pathsep + os.environ["PATH"],
+        "HDEVAL_CACHE": str(root / "llm-cache.sqlite"),
+        "PYTHONPATH": str(root),
+    }
+    run([DVC, "init", "--no-scm", "-q"], root, env)
+    return env, params
+
+
+def write_params(root: Path, params: dict) -> None:
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def jsonl_ids(path: Path) -> list[str]:
+    return [json.loads(line)["id"] for line in path.read_text().splitlines()]

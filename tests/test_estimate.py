@@ -1,0 +1,60 @@
+"""`hdeval estimate`: its LLM call counts against a real run's on the embedded judge."""
+
+from __future__ import annotations
+
+import pytest
+
+from hdeval.cache import ResultCache
+from hdeval.criteria import CriteriaTree
+from hdeval.data.splitting import load_split
+from hdeval.estimate import calibrate, estimate, render
+from hdeval.hierarchy import run_layer
+from hdeval.judge import CachedJudge
+from hdeval.params import Params
+from tests.conftest import REPO
+from tests.dvc_project import summeval_rows, write_jsonl
+
+
+@pytest.mark.model
+def test_estimated_calls_match_the_real_run(embedded_backend, tmp_path):
+    rows = [r for r in summeval_rows(48, {"M0", "M8"})]  # 3 documents x 2 summaries
+    write_jsonl(tmp_path / "labels.jsonl", rows)
+    shipped = CriteriaTree.from_yaml(REPO / "data/summeval/aspects.yaml")
+    CriteriaTree([shipped.get("coherence")]).to_yaml(tmp_path / "aspects.yaml")
+    params = Params.model_validate(
+        {
+            "data": {
+                "path": str(tmp_path / "labels.jsonl"),
+                "criteria": str(tmp_path / "aspects.yaml"),
+                "aspects": ["coherence"],
+                "n_docs": None,
+                "test_fraction": 0.25,
+            },
+            "hierarchy": {
+                "layers": 2, "children": 2, "top_k": 1, "cv_folds": 2, "importance_repeats": 1
+            },
+            "dhp": {"n_texts": 2},
+        }
+    )  # fmt: skip
+    judge = CachedJudge(embedded_backend, ResultCache(tmp_path / "cache.sqlite"))
+
+    calibration = calibrate(judge, params, params.hierarchy.modes)
+    assert calibration["calls_done"] > 0
+    assert set(calibration["seconds_per_call"]) == {"digits", "loglik", "generate"}
+    stages = {s.stage: s for s in estimate(params, judge)}
+    assert list(stages) == ["layer@1", "layer@2", "evaluate", "baselines", "dhp"]
+    assert stages["layer@2"].exact  # the decomposition was made by the calibration
+    table = render(list(stages.values()), calibration, judge.identity)
+    assert "layer@2" in table and "min" in table and "calibration:" in table
+
+    train, _ = load_split(params.data)
+    tree = CriteriaTree.from_yaml(tmp_path / "aspects.yaml")
+    selected: list[str] = []
+    for number in (1, 2):
+        layer = run_layer(
+            number, tree, selected, train, judge, params.task, params.hierarchy, progress=False
+        )
+        tree, selected = layer.tree, layer.report.selected
+        expected = stages[f"layer@{number}"].total_calls
+        assert abs(layer.run.computed - expected) <= 0.1 * max(expected, 1), (number, expected)
+        assert expected > 0

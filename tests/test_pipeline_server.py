@@ -1,0 +1,76 @@
+"""`dvc repro` of the whole pipeline with an OpenAI-compatible judge: the real llama.cpp server
+on 127.0.0.1, whose echo cannot give likelihoods. Every stage runs the scorers it can, and
+metrics.json, results.md and the bundle say what was left out; no stage crashes."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from tests.dvc_project import DVC, make_project, run, summeval_rows
+from tests.llama_server import MODEL_ALIAS, run_llama_server
+
+pytestmark = pytest.mark.server
+
+
+@pytest.fixture(scope="module")
+def llama_server(embedded_gguf) -> Iterator[str]:
+    threads = str(len(os.sched_getaffinity(0)))
+    with run_llama_server(
+        embedded_gguf, chat_format=None, extra_args=("--n_threads", threads)
+    ) as base_url:
+        yield base_url
+
+
+def _short_documents(n: int) -> set[str]:
+    """The ``n`` SummEval documents with the shortest articles (the server scores slowly)."""
+    rows = summeval_rows(1600)
+    length = {r["doc_id"]: len(r["source"]) for r in rows}
+    return set(sorted(length, key=length.get)[:n])
+
+
+def test_whole_pipeline_on_a_server_without_likelihoods(tmp_path, llama_server):
+    docs = _short_documents(3)
+    rows = [r for r in summeval_rows(1600, {"M0", "M8"}) if r["doc_id"] in docs]
+    root = tmp_path / "project"
+    root.mkdir()
+    env, _ = make_project(
+        root,
+        rows,
+        {
+            "data": {"test_fraction": 0.25},
+            "llm": {
+                "backend": "openai",
+                "base_url": llama_server,
+                "model": MODEL_ALIAS,
+                "concurrency": 1,
+                "timeout": 600.0,
+                "max_retries": 1,
+            },
+            "hierarchy": {"children": 2, "top_k": 1, "cv_folds": 2, "importance_repeats": 1},
+            "aggregator": {"n_trials": 2, "cv_folds": 2},
+            "evaluate": {"bootstrap": 5},
+            "dhp": {"n_texts": 2, "probes": False},
+        },
+    )
+    run([DVC, "repro"], root, env)
+
+    metrics = json.loads((root / "metrics.json").read_text())
+    left_out = metrics["left_out"]
+    assert set(left_out) == {"likelihood features", "baseline likelihood", "DHP likelihood"}
+    assert all("cannot score likelihoods" in why for why in left_out.values())
+    assert "hdeval" in metrics["held_out"]
+    assert not {"likelihood_only", "unconditioned_likelihood_only"} & set(metrics["held_out"])
+    assert "direct-prompt" in metrics["baselines"]
+    assert not [name for name in metrics["baselines"] if name.startswith("likelihood")]
+    assert {"hdeval", "direct-prompt"} == set(metrics["dhp"])
+    results = (root / "results.md").read_text()
+    assert "Left out of this run" in results and "baseline likelihood" in results
+    card = json.loads((root / "models/evaluator/card.json").read_text())
+    assert card["modes"] == ["prompt"]
+    assert card["llm_identity"].startswith("openai-compatible:http://127.0.0.1")
+    assert card["feature_names"] and all(f.startswith("prompt:") for f in card["feature_names"])
+    assert metrics["llm"]["llm_calls"] > 0
