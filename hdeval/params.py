@@ -92,18 +92,43 @@ class LLMConfig(_Section):
 
 
 class DataParams(_Section):
-    """Which human labels, which documents, and how they are split."""
+    """Which human labels, which documents, and how they are split.
+
+    ``score_range`` is the human scale: one ``[low, high]`` for every aspect, or a mapping
+    ``aspect: [low, high]`` when aspects are rated on different scales (Topical-Chat).
+    """
 
     path: Path = Path("data/summeval/summeval.jsonl")
     new_labels: list[Path] = Field(default_factory=list)
     aspects: list[str] = Field(
         default_factory=lambda: ["coherence", "consistency", "fluency", "relevance"]
     )
-    score_range: tuple[float, float] = (1.0, 5.0)
+    score_range: tuple[float, float] | dict[str, tuple[float, float]] = (1.0, 5.0)
     criteria: Path = Path("data/summeval/aspects.yaml")
     n_docs: int | None = Field(8, ge=2)
     test_fraction: float = Field(0.3, gt=0, lt=1)
     seed: int = 0
+
+    @model_validator(mode="after")
+    def _check_ranges(self) -> DataParams:
+        self.ranges()
+        return self
+
+    def ranges(self) -> dict[str, tuple[float, float]]:
+        """Each aspect's inclusive (low, high) human scale: ``score_range`` is one pair for every
+        aspect, or a mapping aspect -> pair that must cover every aspect in ``aspects``."""
+        given = self.score_range
+        if isinstance(given, dict):
+            missing = [a for a in self.aspects if a not in given]
+            if missing:
+                raise ValueError(f"score_range has no range for aspects {missing}")
+            ranges = {a: given[a] for a in self.aspects}
+        else:
+            ranges = dict.fromkeys(self.aspects, given)
+        for aspect, (low, high) in ranges.items():
+            if not low < high:
+                raise ValueError(f"score_range of {aspect!r} must be [low, high] with low < high")
+        return ranges
 
 
 class HierarchyParams(_Section):
