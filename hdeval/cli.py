@@ -380,4 +380,3 @@ def dhp_command(
     except AcceptanceError as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from exc
-

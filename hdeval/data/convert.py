@@ -83,7 +83,8 @@ def _scores(item: dict, ranges: Mapping[str, ScoreRange]) -> tuple[dict[str, flo
     out = {}
     for aspect, (low, high) in ranges.items():
         value = scores.get(aspect)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number or not math.isfinite(value):
             return {}, f"field 'scores.{aspect}' is missing or not a finite number"
         if not low <= value <= high:
             return {}, f"field 'scores.{aspect}': {value} is outside [{low:g}, {high:g}]"
@@ -106,9 +107,9 @@ def topical_chat_rows(items: Sequence[Any]) -> Conversion:
     result = Conversion()
     references: dict[str, str] = {}
     for item in items:
-        if _text_fields(item, ("source", "system_id", "system_output")) is None:
-            if item["system_id"] == GROUND_TRUTH_SYSTEM:
-                references.setdefault(item["source"], item["system_output"].strip())
+        usable = _text_fields(item, ("source", "system_id", "system_output")) is None
+        if usable and item["system_id"] == GROUND_TRUTH_SYSTEM:
+            references.setdefault(item["source"], item["system_output"].strip())
     seen: set[str] = set()
     for number, item in enumerate(items, start=1):
         where = f"item {number}"
@@ -122,8 +123,12 @@ def topical_chat_rows(items: Sequence[Any]) -> Conversion:
         doc_id = f"tc-{_digest(item['source'])}"
         row_id = f"{doc_id}#{item['system_id']}"
         if row_id in seen:
-            result.refused.append((where, f"second response of system {item['system_id']!r} "
-                                   "to the same dialogue context"))
+            result.refused.append(
+                (
+                    where,
+                    f"second response of system {item['system_id']!r} to the same dialogue context",
+                )
+            )
             continue
         seen.add(row_id)
         reference = references.get(item["source"])
