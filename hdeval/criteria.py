@@ -79,6 +79,13 @@ class CriteriaTree:
             criterion = self.get(criterion.parent)
         return criterion
 
+    def lineage(self, criterion: Criterion) -> list[Criterion]:
+        """The criterion's ancestors from its layer-1 aspect down, then the criterion itself."""
+        chain = [criterion]
+        while chain[0].parent is not None:
+            chain.insert(0, self.get(chain[0].parent))
+        return chain
+
     def extend(self, nodes: Iterable[Criterion]) -> CriteriaTree:
         return CriteriaTree([*self.criteria, *nodes])
 
