@@ -2,9 +2,10 @@
 
 A bundle directory holds ``aggregator.onnx``, ``criteria.yaml`` and ``card.json`` (judge
 identity, prompt template version, task wording, scoring modes, feature order, criteria hash,
-training-data hash, metrics, aggregator file hash). It is written to a temporary directory and
-swapped into place in one step (:func:`hdeval.atomic_dir.staged_dir`), so a reader, or an export
-killed at any moment, leaves the previous complete bundle or the new one, never half of one.
+training-data hash, metrics, aggregator file hash, each aspect's human score range). It is
+written to a temporary directory and swapped into place in one step
+(:func:`hdeval.atomic_dir.staged_dir`), so a reader, or an export killed at any moment, leaves
+the previous complete bundle or the new one, never half of one.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ def export_bundle(
     metrics: dict | None = None,
     sample=None,
     background=None,
+    score_ranges: dict[str, tuple[float, float]] | None = None,
 ) -> Path:
     """Write a bundle atomically; the ONNX parity check runs before anything is renamed."""
     from hdeval.onnx_export import export_onnx
@@ -70,6 +72,7 @@ def export_bundle(
             "unconditioned": unconditioned,
             "feature_names": list(feature_names),
             "aspects": list(aspects),
+            "score_ranges": {a: list(r) for a, r in (score_ranges or {}).items()},
             "criteria_sha256": tree.fingerprint(),
             "training_data_sha256": training_data,
             "aggregator": type(pipeline[-1]).__name__ if hasattr(pipeline, "__getitem__") else "",

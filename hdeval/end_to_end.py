@@ -37,7 +37,7 @@ def train_evaluator(
     scores = Evaluator.load(out_dir, judge).score_samples(test.samples, progress=progress)
     kind, seed = params.aggregator.kind, params.hierarchy.seed
     predictions = ablation_predictions(
-        final.tree, train_x, train, scores.criteria.dropna(), kind, best, seed
+        final.tree, train_x, train, scores.criteria.dropna(), kind, best, seed, params.data.ranges()
     )
     predictions["hdeval"] = scores.aspects
     return {

@@ -24,7 +24,14 @@ def main() -> None:
     seed = params.hierarchy.seed
     train_x = ws.read_features(ws.layer_dir(params.hierarchy.layers) / "features.csv")
     predictions = ablation_predictions(
-        evaluator.tree, train_x, train, scores.criteria.dropna(), best["kind"], best["params"], seed
+        evaluator.tree,
+        train_x,
+        train,
+        scores.criteria.dropna(),
+        best["kind"],
+        best["params"],
+        seed,
+        data.ranges(),
     )
     predictions["hdeval"] = scores.aspects  # the exported bundle itself, not a refit
     out = ws.fresh(ws.EVALUATE)
