@@ -121,7 +121,11 @@ class CriteriaTree:
 
 
 def aspects_tree(config: DataParams) -> CriteriaTree:
-    """The layer-1 criteria file, checked to hold a criterion for every aspect."""
+    """The layer-1 criteria file, checked to hold a criterion for every aspect.
+
+    Only the aspects in ``config.aspects`` (and anything under them) are kept: a file may
+    define more aspects than a run scores (Topical-Chat's six, of which the paper scores four).
+    """
     tree = CriteriaTree.from_yaml(config.criteria)
     missing = set(config.aspects) - {c.id for c in tree.layer(1)}
     if missing:
@@ -129,4 +133,5 @@ def aspects_tree(config: DataParams) -> CriteriaTree:
             f"{config.criteria}: no layer-1 criterion for aspects {sorted(missing)} "
             "(params data.aspects)"
         )
-    return tree
+    wanted = set(config.aspects)
+    return CriteriaTree([c for c in tree if tree.root(c).id in wanted])

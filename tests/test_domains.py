@@ -196,6 +196,7 @@ def test_presets_are_complete_and_consistent(name) -> None:
     params = load_params(PRESETS[name])
     assert set(yaml.safe_load(PRESETS[name].read_text())) == set(Params.model_fields)
     tree = aspects_tree(params.data)  # a layer-1 criterion with a definition for every aspect
+    assert [c.id for c in tree] == params.data.aspects  # only the aspects the preset scores
     assert all(c.definition for c in tree.layer(1))
     dvc = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]["layer"]["foreach"]
     assert params.hierarchy.layers == len(dvc)
