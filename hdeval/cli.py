@@ -380,3 +380,4 @@ def dhp_command(
     except AcceptanceError as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from exc
+
