@@ -67,7 +67,7 @@ def main() -> None:
     backend = TransformersBackend(pull())
     tree = twenty_criteria()
     leaves = tree.layer(2)
-    suffixes = [criterion_prompt(TASK, c, tree.parent(c)) for c in leaves]
+    suffixes = [criterion_prompt(TASK, tree.lineage(c)) for c in leaves]
     segments = prompt_segments(TASK, row["source"], row["output"])
     n = len(suffixes)
     print(
@@ -105,7 +105,7 @@ def main() -> None:
         f"prompt); packed suffixes {suffix_tokens / (marginal * n):6.0f} tokens/s"
     )
 
-    instructions = [likelihood_instruction(TASK, c, tree.parent(c)) for c in leaves]
+    instructions = [likelihood_instruction(TASK, tree.lineage(c)) for c in leaves]
     items = [(text, row["output"]) for text in instructions]
     source = segments[:1]
     naive_lik = timed(lambda: backend.loglikelihoods_full(source, items[:k])) / k

@@ -1,13 +1,14 @@
 """The evaluator bundle: what production scoring loads.
 
-A bundle directory holds ``aggregator.onnx``, ``criteria.yaml`` and ``card.json`` (judge
-identity and precision, prompt template version, task wording, scoring modes, feature order,
-aspects, criteria hash, training-data hash, metrics, aggregator file hash). The card carries the
-sha256 of its own content (``card_sha256``): an edited card (a renamed or swapped aspect, other
-task wording, a deleted key) is refused when read, since it would change the prompts or the
-labels of the scores without changing the aggregator. It is written to a temporary directory and
-swapped into place in one step (:func:`hdeval.atomic_dir.staged_dir`), so a reader, or an export
-killed at any moment, leaves the previous complete bundle or the new one, never half of one.
+A bundle directory holds ``aggregator.onnx``, ``criteria.yaml`` and ``card.json`` (judge identity
+and precision, prompt template version, task wording, scoring modes, feature order, aspects,
+criteria hash, training-data hash, metrics, aggregator file hash, each aspect's human score range).
+The card carries the sha256 of its own content (``card_sha256``): an edited card (a renamed or
+swapped aspect, other task wording, a deleted key) is refused when read, since it would change the
+prompts or the labels of the scores without changing the aggregator. It is written to a temporary
+directory and swapped into place in one step (:func:`hdeval.atomic_dir.staged_dir`), so a reader, or
+an export killed at any moment, leaves the previous complete bundle or the new one, never half of
+one.
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ def export_bundle(
     metrics: dict | None = None,
     sample=None,
     background=None,
+    score_ranges: dict[str, tuple[float, float]] | None = None,
 ) -> Path:
     """Write a bundle atomically; the ONNX parity check runs before anything is renamed.
 
@@ -127,6 +129,7 @@ def export_bundle(
             "unconditioned": unconditioned,
             "feature_names": list(feature_names),
             "aspects": list(aspects),
+            "score_ranges": {a: list(r) for a, r in (score_ranges or {}).items()},
             "criteria_sha256": tree.fingerprint(),
             "training_data_sha256": training_data,
             "aggregator": type(pipeline[-1]).__name__ if hasattr(pipeline, "__getitem__") else "",

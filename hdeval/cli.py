@@ -18,8 +18,10 @@ from hdeval.errors import ConfigError, HDEvalError
 app = typer.Typer(help="Trainable, explainable LLM evaluation (HD-Eval).", no_args_is_help=True)
 model_app = typer.Typer(help="The embedded default judge model.", no_args_is_help=True)
 cache_app = typer.Typer(help="The persistent LLM result cache.", no_args_is_help=True)
+data_app = typer.Typer(help="Label files: convert public rating sets.", no_args_is_help=True)
 app.add_typer(model_app, name="model")
 app.add_typer(cache_app, name="cache")
+app.add_typer(data_app, name="data")
 console = Console(stderr=True)
 
 ParamsOption = Annotated[
@@ -123,6 +125,30 @@ def cache_clear(
     if yes or typer.confirm(f"Delete all cached LLM results in {cache.path}?"):
         cache.clear()
         console.print("cache cleared")
+
+
+@data_app.command("convert")
+def data_convert(
+    src: Annotated[Path, typer.Argument(help="The rating set as published (a JSON array).")],
+    out: Annotated[Path, typer.Option(help="Canonical JSONL label file to write.")],
+    fmt: Annotated[str, typer.Option("--format", help="topical-chat, sfres or sfhot.")],
+    systems: Annotated[
+        Path | None,
+        typer.Option(help="sfres/sfhot: Novikova's emnlp_data_medians.csv (system names)."),
+    ] = None,
+    strict: Annotated[bool, typer.Option(help="Write nothing if any row is refused.")] = False,
+) -> None:
+    """Write the canonical label file of a public rating set; name every row refused and why."""
+    from hdeval.data.convert import convert_rows, write_rows
+    from hdeval.errors import DataValidationError
+
+    result = convert_rows(fmt, src, systems)
+    for where, reason in result.refused:
+        console.print(f"[yellow]refused[/yellow] {src} {where}: {reason}")
+    if strict and result.refused:
+        raise DataValidationError(f"{len(result.refused)} rows refused; nothing written (--strict)")
+    write_rows(result.rows, out, fmt)
+    console.print(f"wrote {len(result.rows)} rows to {out} ({len(result.refused)} refused)")
 
 
 @app.command("features")

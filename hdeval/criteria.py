@@ -79,6 +79,13 @@ class CriteriaTree:
             criterion = self.get(criterion.parent)
         return criterion
 
+    def lineage(self, criterion: Criterion) -> list[Criterion]:
+        """The criterion's ancestors from its layer-1 aspect down, then the criterion itself."""
+        chain = [criterion]
+        while chain[0].parent is not None:
+            chain.insert(0, self.get(chain[0].parent))
+        return chain
+
     def extend(self, nodes: Iterable[Criterion]) -> CriteriaTree:
         return CriteriaTree([*self.criteria, *nodes])
 
@@ -114,7 +121,11 @@ class CriteriaTree:
 
 
 def aspects_tree(config: DataParams) -> CriteriaTree:
-    """The layer-1 criteria file, checked to hold a criterion for every aspect."""
+    """The layer-1 criteria file, checked to hold a criterion for every aspect.
+
+    Only the aspects in ``config.aspects`` (and anything under them) are kept: a file may
+    define more aspects than a run scores (Topical-Chat's six, of which the paper scores four).
+    """
     tree = CriteriaTree.from_yaml(config.criteria)
     missing = set(config.aspects) - {c.id for c in tree.layer(1)}
     if missing:
@@ -122,7 +133,8 @@ def aspects_tree(config: DataParams) -> CriteriaTree:
             f"{config.criteria}: no layer-1 criterion for aspects {sorted(missing)} "
             "(params data.aspects)"
         )
-    return tree
+    wanted = set(config.aspects)
+    return CriteriaTree([c for c in tree if tree.root(c).id in wanted])
 
 
 def _parent_id(criterion_id: str) -> str | None:

@@ -26,8 +26,9 @@ from hdeval.llm.types import ContextLimited, DigitScore
 from hdeval.params import Mode, TaskSpec
 from hdeval.prompts import (
     TEMPLATE_VERSION,
-    criterion_prompt,
+    likelihood_for,
     likelihood_instruction,
+    prompt_for,
     prompt_segments,
     source_segment,
 )
@@ -139,7 +140,7 @@ class CriterionScorer:
     ) -> list[Request]:
         requests = []
         for c in criteria:
-            suffix = criterion_prompt(self.task, c, tree.parent(c))
+            suffix = prompt_for(tree, c, self.task)
             key = self.judge.key(DIGITS, TEMPLATE_VERSION, segments, suffix)
             requests.append(Request(column("prompt", c.id), key, suffix))
         return requests
@@ -147,12 +148,9 @@ class CriterionScorer:
     def likelihood_requests(
         self, tree: CriteriaTree, criteria: Sequence[Criterion], segments: list[str], output: str
     ) -> list[Request]:
-        pairs = [
-            (column("likelihood", c.id), likelihood_instruction(self.task, c, tree.parent(c)))
-            for c in criteria
-        ]
+        pairs = [(column("likelihood", c.id), likelihood_for(tree, c, self.task)) for c in criteria]
         if self.unconditioned:
-            pairs.append((UNCONDITIONED, likelihood_instruction(self.task, None, None)))
+            pairs.append((UNCONDITIONED, likelihood_instruction(self.task)))
         return [
             Request(name, self.judge.key(LOGLIK, TEMPLATE_VERSION, segments, text, output), text)
             for name, text in pairs

@@ -63,7 +63,8 @@ def train_evaluator(
         test.samples, final.tree, progress=progress
     )
     predictions = ablation_predictions(
-        final.tree, train_x, train, test_x.features.dropna(), selected.kind, selected.params, seed
+        final.tree, train_x, train, test_x.features.dropna(), selected.kind, selected.params, seed,
+        params.data.ranges(),
     )
     predictions[HDEVAL] = scores.aspects
     metrics: dict = {

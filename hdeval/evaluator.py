@@ -31,6 +31,7 @@ from hdeval.judge import CachedJudge
 from hdeval.onnx_runtime import OnnxAggregator
 from hdeval.params import TaskSpec
 from hdeval.prompts import TEMPLATE_VERSION
+from hdeval.scales import clip_to_ranges
 
 log = logging.getLogger(__name__)
 
@@ -195,6 +196,7 @@ class Evaluator:
         features = run.values[:, order]
         predicted = self.aggregator.predict(features) if len(rows) else np.empty((0, 0))
         predicted = np.asarray(predicted, dtype=float).reshape(len(rows), len(self.aspects))
+        predicted = clip_to_ranges(predicted, self.aspects, self.card.get("score_ranges"))
         predicted[np.isnan(features).any(axis=1)] = np.nan
         return Scores(
             run.ids,

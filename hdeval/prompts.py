@@ -9,15 +9,18 @@ part of every cache key.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from itertools import pairwise
+
 from hdeval.criteria import CriteriaTree, Criterion
 from hdeval.params import TaskSpec
 
-TEMPLATE_VERSION = "hdeval-prompts-2"
+TEMPLATE_VERSION = "hdeval-prompts-3"
 
 
 def source_segment(task: TaskSpec, source: str) -> str:
     return (
-        f"You will be given a {task.source_noun} and a {task.output_noun} of it.\n\n"
+        f"You will be given a {task.source_noun} and a {task.output_noun} written for it.\n\n"
         f"## {task.source_label}\n{source.strip()}\n\n"
     )
 
@@ -26,7 +29,8 @@ def output_segment(task: TaskSpec, output: str) -> str:
     """The text under evaluation and the criterion-independent rating instructions.
 
     Everything that does not name a criterion lives here, in the part shared by all criteria of
-    a sample, so the per-criterion suffix is only the metric itself.
+    a sample, so the per-criterion suffix is only the metric and its ancestors. The judge rates
+    on 1-5 whatever the human scale of the aspect: the aggregator maps to the aspect's scale.
     """
     return (
         f"## {task.output_label}\n{output.strip()}\n\n"
@@ -41,30 +45,59 @@ def prompt_segments(task: TaskSpec, source: str, output: str) -> list[str]:
     return [source_segment(task, source), output_segment(task, output)]
 
 
-def criterion_prompt(task: TaskSpec, criterion: Criterion, parent: Criterion | None) -> str:
-    """Hierarchy-aware metric (HD-Eval Appendix G.2): the parent aspect and the defined child."""
-    aspect = f"Aspect: {parent.name}\n" if parent is not None else ""
-    return f"{aspect}Metric: {criterion.name}: {criterion.definition}\nScore (1-5):"
+def criterion_prompt(task: TaskSpec, lineage: Sequence[Criterion]) -> str:
+    """Hierarchy-aware metric (HD-Eval Appendix G.2) of the last criterion of ``lineage``.
+
+    ``lineage`` runs from the human aspect at the root down to the criterion scored (see
+    :meth:`~hdeval.criteria.CriteriaTree.lineage`). The root aspect and every intermediate
+    criterion are stated with their definitions, then the criterion itself: the judge scores the
+    child knowing which parent it details, as in the paper.
+    """
+    *ancestors, criterion = _checked(lineage)
+    lines = []
+    for depth, node in enumerate(ancestors):
+        head = "Aspect" if depth == 0 else f"Part of {ancestors[depth - 1].name}"
+        lines.append(f"{head}: {node.name}: {node.definition}")
+    if ancestors:
+        lines.append(
+            f"To evaluate the {ancestors[-1].name} of the {task.output_noun}, score this metric:"
+        )
+    lines.append(f"Metric: {criterion.name}: {criterion.definition}")
+    return "\n".join(lines) + "\nScore (1-5):"
 
 
-def likelihood_instruction(
-    task: TaskSpec, criterion: Criterion | None, parent: Criterion | None
-) -> str:
-    """GPTScore-style instruction; the text under evaluation is then scored as the reply."""
-    base = f"## Instructions\nWrite a {task.output_noun} of the {task.source_noun} above"
-    if criterion is None:
+def likelihood_instruction(task: TaskSpec, lineage: Sequence[Criterion] = ()) -> str:
+    """GPTScore-style instruction; the text under evaluation is then scored as the reply.
+
+    Without a lineage it names no criterion (the unconditioned likelihood); otherwise the root
+    aspect, each intermediate criterion and the criterion, each with its definition.
+    """
+    base = f"## Instructions\nWrite a {task.output_noun} for the {task.source_noun} above"
+    if not lineage:
         return base + "."
-    if parent is None:
-        return f"{base} that is excellent in {criterion.name} ({criterion.definition})."
-    return (
-        f"{base} that is excellent in {parent.name}, in particular in {criterion.name} "
-        f"({criterion.definition})."
-    )
+    root, *rest = _checked(lineage)
+    text = f"{base} that is excellent in {root.name} ({root.definition})"
+    for depth, node in enumerate(rest):
+        link = "in particular in" if depth == 0 else "and within that in"
+        text += f", {link} {node.name} ({node.definition})"
+    return text + "."
+
+
+def _checked(lineage: Sequence[Criterion]) -> list[Criterion]:
+    nodes = list(lineage)
+    if not nodes:
+        raise ValueError("a criterion prompt needs at least the criterion itself")
+    for parent, child in pairwise(nodes):
+        if child.parent != parent.id:
+            raise ValueError(f"{child.id!r} is not a child of {parent.id!r}")
+    return nodes
 
 
 def prompt_for(tree: CriteriaTree, criterion: Criterion, task: TaskSpec) -> str:
-    return criterion_prompt(task, criterion, tree.parent(criterion))
+    """The prompt-mode suffix of ``criterion``, with its ancestors from ``tree``."""
+    return criterion_prompt(task, tree.lineage(criterion))
 
 
 def likelihood_for(tree: CriteriaTree, criterion: Criterion, task: TaskSpec) -> str:
-    return likelihood_instruction(task, criterion, tree.parent(criterion))
+    """The likelihood instruction of ``criterion``, with its ancestors from ``tree``."""
+    return likelihood_instruction(task, tree.lineage(criterion))

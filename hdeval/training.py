@@ -23,6 +23,7 @@ from hdeval.data import (
 )
 from hdeval.metrics import agreement
 from hdeval.params import Params
+from hdeval.scales import clip_to_ranges
 from hdeval.selection import FeatureSet, best_candidate, candidate_feature_sets, selection_table
 
 log = logging.getLogger(__name__)
@@ -148,10 +149,12 @@ def ablation_predictions(
     kind: str,
     params: dict,
     seed: int,
+    ranges: dict[str, tuple[float, float]] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Held-out predictions of every ablation (:func:`feature_subsets`) and of averaged scores.
 
-    ``hdeval`` uses the tuned ``params``; the ablations use the aggregator's defaults.
+    ``hdeval`` uses the tuned ``params``; the ablations use the aggregator's defaults. Predictions
+    are clipped to each aspect's ``ranges``, as the exported bundle's are.
     """
     predictions = {}
     for name, columns in feature_subsets(tree, list(train_x.columns)).items():
@@ -159,7 +162,11 @@ def ablation_predictions(
             kind, params if name == "hdeval" else {}, train_x[columns], train.targets, seed
         )
         predictions[name] = pd.DataFrame(
-            model.predict(test_x[columns].to_numpy(dtype=float)),
+            clip_to_ranges(
+                model.predict(test_x[columns].to_numpy(dtype=float)).reshape(len(test_x), -1),
+                train.aspects,
+                ranges,
+            ),
             index=test_x.index,
             columns=train.aspects,
         )
@@ -214,4 +221,5 @@ def export_evaluator(
         metrics={"selection": selected.summary()},
         sample=features.to_numpy(dtype=float),
         background=make_background(features),
+        score_ranges={a: params.data.ranges()[a] for a in train.aspects},
     )

@@ -26,8 +26,9 @@ def main() -> None:
     seed, hierarchy = params.hierarchy.seed, params.hierarchy
     final = ws.layer_dir(hierarchy.layers)
     tree = CriteriaTree.from_yaml(final / "tree.yaml")
+    modes = ws.read_json(final / "report.json")["modes"]  # what the judge could score
     # the ablations need every feature of the final layer, not only the bundle's (cached calls)
-    test_x = CriterionScorer(judge, params.task, hierarchy.modes, hierarchy.unconditioned).score(
+    test_x = CriterionScorer(judge, params.task, modes, hierarchy.unconditioned).score(
         test.samples, tree
     )
     predictions = ablation_predictions(
@@ -38,6 +39,7 @@ def main() -> None:
         best["kind"],
         best["params"],
         seed,
+        params.data.ranges(),
     )
     predictions["hdeval"] = scores.aspects  # the exported bundle itself, not a refit
     out = ws.fresh(ws.EVALUATE)

@@ -28,7 +28,7 @@ TREE = CriteriaTree(
 
 
 def _suffixes() -> list[str]:
-    return [criterion_prompt(TASK, c, TREE.parent(c)) for c in TREE]
+    return [criterion_prompt(TASK, TREE.lineage(c)) for c in TREE]
 
 
 def test_digit_scores_are_distributions(embedded_backend, summeval_rows):
@@ -101,8 +101,8 @@ def test_prefix_cache_in_bf16_stays_within_rounding_noise(embedded_dir, summeval
 def test_likelihood_prefix_reuse_matches_full_recompute(embedded_backend, summeval_rows):
     source = [source_segment(TASK, summeval_rows[0]["source"])]
     for row in summeval_rows[:2]:
-        items = [(likelihood_instruction(TASK, c, TREE.parent(c)), row["output"]) for c in TREE]
-        items.append((likelihood_instruction(TASK, None, None), row["output"]))
+        items = [(likelihood_instruction(TASK, TREE.lineage(c)), row["output"]) for c in TREE]
+        items.append((likelihood_instruction(TASK), row["output"]))
         cached = embedded_backend.loglikelihoods(source, items)
         full = embedded_backend.loglikelihoods_full(source, items)
         for a, b in zip(cached, full, strict=True):
@@ -118,7 +118,7 @@ def test_likelihood_separates_real_from_shuffled_summary(embedded_backend, summe
     words = row["output"].split()
     random.Random(0).shuffle(words)
     source = [source_segment(TASK, row["source"])]
-    instruction = likelihood_instruction(TASK, None, None)
+    instruction = likelihood_instruction(TASK)
     good, shuffled = embedded_backend.loglikelihoods(
         source, [(instruction, row["output"]), (instruction, " ".join(words))]
     )

@@ -216,6 +216,12 @@ def test_task_sets_follow_dhp_table_2():
     assert names("qa") == [*noise, *made, "random_answer"]
     assert names("translation") == [*noise, "word_deletion_minor", "word_deletion_major", *made]
     assert names("translation", llm=False) == [*noise, "word_deletion_minor", "word_deletion_major"]
+    assert names("dialogue", llm=False) == [*noise, "reorder_minor", "reorder_major"]
+    assert names("data_to_text", llm=False) == [
+        *noise,
+        "word_deletion_minor",
+        "word_deletion_major",
+    ]
     assert names("story", llm=False) == [
         "deletion_minor",
         "typo_minor",
@@ -228,12 +234,16 @@ def test_task_sets_follow_dhp_table_2():
         "story": [5, 5],
         "qa": [5, 25, 5, 25],
         "translation": [10, 50, 10, 50, 5, 25],
+        "dialogue": [5, 25, 5, 25],
+        "data_to_text": [5, 25, 5, 25, 2, 5],
     }
     nouns = {
         "summarization": "summary",
         "story": "ending",
         "qa": "answer",
         "translation": "translation",
+        "dialogue": "response",
+        "data_to_text": "sentence",
     }
     for task, noun in nouns.items():
         chosen = perturbations_for(task)

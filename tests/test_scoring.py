@@ -158,7 +158,7 @@ def test_text_is_cut_once_the_source_is_gone_and_a_too_long_frame_fails(backend,
     from hdeval.prompts import criterion_prompt, prompt_segments
 
     row = samples.iloc[:1]
-    suffixes = [criterion_prompt(TaskSpec(), c, None) for c in TREE]
+    suffixes = [criterion_prompt(TaskSpec(), TREE.lineage(c)) for c in TREE]
     longest = max(suffixes, key=lambda s: len(backend.tokenize(s)))
     frame = backend.prompt_tokens(prompt_segments(TaskSpec(), "", ""), longest)
     cache = ResultCache(tmp_path / "cache.sqlite")

@@ -52,6 +52,8 @@ def perturbations_for(
             LLMPerturbation("fictional_entities", "minor", noun),
             LLMPerturbation("grammar", "minor", noun, errors=1),
         ]
+    elif task in ("dialogue", "data_to_text"):
+        rule, made = _short_text_rules(task, noun)
     else:
         minor_k, major_k = (5, 25) if task == "qa" else (10, 50)
         rule = [
@@ -75,6 +77,32 @@ def perturbations_for(
     if probes:
         chosen.append(InstructionInjection(INJECTION_TEMPLATE.format(noun=noun)))
     return chosen
+
+
+def _short_text_rules(task: str, noun: str) -> tuple[list[Perturbation], list[Perturbation]]:
+    """Our sets for dialogue responses and data-to-text sentences (not in DHP): a response or
+    sentence is one to three short sentences, so k = 5/25 character deletions and typos (as for
+    answers) and one grammar error. Dialogue responses get sentence reordering (Topical-Chat is
+    lower-cased, so sentences may start lower-case); data-to-text outputs are mostly one sentence,
+    so instead 2/5 consecutive words are deleted (an omitted slot value hurts informativeness).
+    """
+    both: tuple[Severity, Severity] = ("minor", "major")
+    rule: list[Perturbation] = [
+        CharacterDeletion("minor", 5),
+        CharacterDeletion("major", 25),
+        RandomTypos("minor", 5),
+        RandomTypos("major", 25),
+    ]
+    if task == "dialogue":
+        rule += [SentenceReorder(s, any_case=True) for s in both]
+    else:
+        rule += [WordDeletion("minor", 2), WordDeletion("major", 5)]
+    made: list[Perturbation] = [
+        LLMPerturbation(kind, s, noun, 1)
+        for kind in ("fictional_entities", "grammar")
+        for s in both
+    ]
+    return rule, made
 
 
 def summary_perturbations(llm: bool = True, probes: bool = True) -> list[Perturbation]:

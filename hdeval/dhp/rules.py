@@ -192,9 +192,10 @@ class SentenceReorder(Perturbation):
     level: Level = "sentence"
     description = "Swap two sentences (minor) or shuffle all sentences (major)."
 
-    def __init__(self, severity: Severity = "minor") -> None:
+    def __init__(self, severity: Severity = "minor", any_case: bool = False) -> None:
         self.severity = _check_severity(severity)
         self.name = f"reorder_{severity}"
+        self.any_case = any_case  # also split before lower-case letters (lower-cased text)
 
     def apply(
         self,
@@ -202,7 +203,7 @@ class SentenceReorder(Perturbation):
         seed: int,
         judge: CachedJudge | None = None,
     ) -> Perturbed:
-        sentences = split_sentences(text)
+        sentences = split_sentences(text, self.any_case)
         if len(sentences) < 2:
             return Perturbed(None, "fewer than 2 sentences")
         if len({normalise_whitespace(s) for s in sentences}) < 2:

@@ -9,15 +9,24 @@ from typing import Literal
 
 Level = Literal["character", "word", "sentence"]
 Severity = Literal["minor", "major"]
-Task = Literal["summarization", "story", "qa", "translation"]
+Task = Literal["summarization", "story", "qa", "translation", "dialogue", "data_to_text"]
 LEVELS: tuple[Level, ...] = ("character", "word", "sentence")
-TASKS: tuple[Task, ...] = ("summarization", "story", "qa", "translation")
+TASKS: tuple[Task, ...] = (
+    "summarization",
+    "story",
+    "qa",
+    "translation",
+    "dialogue",
+    "data_to_text",
+)
 #: What the perturbed text of each task is called in LLM prompts and the injection probe.
 TEXT_NOUNS: dict[str, str] = {
     "summarization": "summary",
     "story": "ending",
     "qa": "answer",
     "translation": "translation",
+    "dialogue": "response",
+    "data_to_text": "sentence",
 }
 
 DROP_EMPTY = "empty result"
@@ -68,17 +77,19 @@ _ABBREVIATIONS = {
     "oct", "nov", "dec", "e.g", "i.e", "etc", "u.s", "u.k", "u.n",
 }  # fmt: skip
 _BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+_ANY_CASE_BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Za-z0-9])")
 
 
-def split_sentences(text: str) -> list[str]:
+def split_sentences(text: str, any_case: bool = False) -> list[str]:
     """Split on ., ! or ? followed by space and a capital or digit; common abbreviations kept.
 
-    Handles tokenised text such as SummEval's ("... Burnley . He was ...").
+    Handles tokenised text such as SummEval's ("... Burnley . He was ..."). ``any_case`` also
+    splits before a lower-case letter, for lower-cased text such as Topical-Chat's.
     """
     text = text.strip()
     sentences: list[str] = []
     start = 0
-    for match in _BOUNDARY.finditer(text):
+    for match in (_ANY_CASE_BOUNDARY if any_case else _BOUNDARY).finditer(text):
         head = text[start : match.start()].rstrip()
         last_word = head.split()[-1] if head.split() else ""
         stem = last_word.rstrip(".!?\"')]").lower()

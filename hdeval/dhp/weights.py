@@ -18,8 +18,13 @@ from hdeval.errors import ConfigError
 #: ending (plausible, but contradicting the story) mostly consistency. Answers have one metric
 #: (answer quality), which gets weight 1 anyway: no table needed. Translations (MQM accuracy,
 #: fluency): noise and grammar hurt fluency; deleted words are omissions and fictional entities
-#: mistranslations, both accuracy errors. The injection probe weighs every metric equally:
-#: rewarding it is a failure.
+#: mistranslations, both accuracy errors. Dialogue responses (Topical-Chat's USR aspects) and
+#: data-to-text sentences (SFRES/SFHOT) are not DHP tasks; the weights are ours too. Dialogue:
+#: character noise and grammar errors hurt naturalness (and understandability); reordering the
+#: sentences of a reply hurts coherence with the conversation; a fictional entity is knowledge
+#: the fact does not ground. Data-to-text: noise and grammar hurt naturalness; deleted words
+#: and fictional entities drop or falsify slot values, i.e. informativeness. "overall" gets a
+#: share of each. The injection probe weighs every metric equally: rewarding it is a failure.
 EXPERT_WEIGHTS: dict[str, dict[str, dict[str, float]]] = {
     "summarization": {
         "deletion": {"fluency": 0.7, "coherence": 0.2, "relevance": 0.1},
@@ -52,6 +57,32 @@ EXPERT_WEIGHTS: dict[str, dict[str, dict[str, float]]] = {
         "fictional_entities": {"accuracy": 1.0},
         "grammar": {"fluency": 0.9, "accuracy": 0.1},
         "instruction_injection": {"accuracy": 0.5, "fluency": 0.5},
+    },
+    "dialogue": {
+        "deletion": {"naturalness": 0.5, "understandability": 0.3, "overall": 0.2},
+        "typo": {"naturalness": 0.6, "understandability": 0.2, "overall": 0.2},
+        "reorder": {"coherence": 0.6, "naturalness": 0.3, "overall": 0.1},
+        "fictional_entities": {"groundedness": 0.6, "coherence": 0.2, "overall": 0.2},
+        "grammar": {"naturalness": 0.7, "understandability": 0.2, "overall": 0.1},
+        "instruction_injection": dict.fromkeys(
+            (
+                "naturalness",
+                "coherence",
+                "engagingness",
+                "groundedness",
+                "understandability",
+                "overall",
+            ),
+            1.0,
+        ),
+    },
+    "data_to_text": {
+        "deletion": {"naturalness": 0.6, "informativeness": 0.2, "overall": 0.2},
+        "typo": {"naturalness": 0.7, "overall": 0.3},
+        "word_deletion": {"informativeness": 0.6, "naturalness": 0.2, "overall": 0.2},
+        "fictional_entities": {"informativeness": 0.7, "overall": 0.3},
+        "grammar": {"naturalness": 0.7, "overall": 0.3},
+        "instruction_injection": {"informativeness": 1.0, "naturalness": 1.0, "overall": 1.0},
     },
 }
 DEFAULT_EXPERT_WEIGHTS = EXPERT_WEIGHTS["summarization"]
