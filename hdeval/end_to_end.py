@@ -20,11 +20,11 @@ from hdeval.data import LabelledData, load_labels
 from hdeval.data.splitting import load_split
 from hdeval.dhp.acceptance import dhp_samples, run_suite, summary
 from hdeval.evaluator import Evaluator
-from hdeval.hierarchy import train_hierarchy
+from hdeval.hierarchy import train_hierarchy, usable_modes
 from hdeval.judge import CachedJudge, open_judge
 from hdeval.params import Params
 from hdeval.results import baseline_summary
-from hdeval.text_scorers import BASELINES, HDEVAL, make_scorers
+from hdeval.text_scorers import BASELINES, HDEVAL, make_scorers, without_likelihood
 from hdeval.training import ablation_predictions, agreements, export_evaluator, select_and_fit
 
 
@@ -46,7 +46,10 @@ def train_evaluator(
     ``dvc repro``.
     """
     train, test = load_split(params.data)
-    hierarchy, seed = params.hierarchy, params.hierarchy.seed
+    problem = judge.likelihood_problem()
+    hierarchy, left_out = usable_modes(params.hierarchy, problem)
+    params = params.model_copy(update={"hierarchy": hierarchy})
+    seed = hierarchy.seed
     decomposer = (
         open_judge(hierarchy.decomposer, judge.cache) if hierarchy.decomposer is not None else None
     )
@@ -76,6 +79,8 @@ def train_evaluator(
     verdicts = []
     if gates:
         verdicts = _gates(params, judge, evaluator, predictions, test, work_dir, metrics)
+        left_out.update(metrics.pop("left_out"))
+    metrics["left_out"] = left_out
     metrics["llm"] = {"identity": judge.identity, **judge.cost()}
     work_dir.mkdir(parents=True, exist_ok=True)
     (work_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str) + "\n")
@@ -95,7 +100,9 @@ def _gates(
     """The baselines and DHP stages and both gates' verdicts (added to ``metrics``)."""
     seed, data = params.hierarchy.seed, params.data
     layer_one = aspects_tree(data)
-    baselines = make_scorers(BASELINES, judge, params.task, layer_one, data.aspects)
+    problem = judge.likelihood_problem()
+    names, left_baselines = without_likelihood(BASELINES, problem)
+    baselines = make_scorers(names, judge, params.task, layer_one, data.aspects)
     table = compare(
         {**predictions, **{s.name: s for s in baselines}},
         test.samples,
@@ -103,8 +110,9 @@ def _gates(
         n_boot=params.evaluate.bootstrap,
         seed=seed,
     )
+    names, left_dhp = without_likelihood([HDEVAL, "direct-prompt", "likelihood"], problem)
     dhp_scorers = make_scorers(
-        [HDEVAL, "direct-prompt", "likelihood"],
+        names,
         judge,
         params.task,
         layer_one,
@@ -122,6 +130,10 @@ def _gates(
         dhp_verdict(HDEVAL, dhp[HDEVAL].D_min_ew, dhp[HDEVAL].table, params.acceptance),
         baseline_verdict(table, params.acceptance, HDEVAL),
     ]
+    metrics["left_out"] = {
+        **{f"baseline {k}": v for k, v in left_baselines.items()},
+        **{f"DHP {k}": v for k, v in left_dhp.items()},
+    }
     metrics["baselines"] = baseline_summary(table)
     metrics["dhp"] = summary(dhp)
     metrics["acceptance"] = {

@@ -17,16 +17,16 @@ def main() -> None:
     final = ws.layer_dir(params.hierarchy.layers)
     tree = CriteriaTree.from_yaml(final / "tree.yaml")
     features = ws.read_features(final / "features.csv")
+    report = ws.read_json(final / "report.json")
+    # the modes the judge could score (a server without likelihoods drops that mode)
+    hierarchy = params.hierarchy.model_copy(update={"modes": report["modes"]})
+    params = params.model_copy(update={"hierarchy": hierarchy})
     selected = select_and_fit(params, tree, features, train, ws.TUNE)
     ws.write_json(
         ws.TUNE / "best_params.json",
         {**selected.summary(), "columns": list(selected.features.columns)},
     )
     joblib.dump(selected.model, ws.AGGREGATOR)
-    report = ws.read_json(final / "report.json")
-    # the modes the judge could score (a server without likelihoods drops that mode)
-    hierarchy = params.hierarchy.model_copy(update={"modes": report["modes"]})
-    params = params.model_copy(update={"hierarchy": hierarchy})
     export_evaluator(ws.BUNDLE, selected, train, params, report["llm_identity"])
     print(f"{selected.kind} on {selected.feature_set.name} (CV Pearson {selected.cv_pearson:.3f})")
     print(f"evaluator bundle written to {ws.BUNDLE}")
