@@ -130,26 +130,6 @@ class DataParams(_Section):
     seed: int = 0
     max_field_chars: int = Field(1_000_000, ge=1)
 
-
-class CriterionOverride(_Section):
-    """A person's correction of one criterion of the tree (``hierarchy.overrides``).
-
-    ``name`` / ``definition`` replace what the LLM wrote (the id stays, so features keep their
-    column); ``pin`` keeps the criterion as it is, never decomposed further; ``delete`` removes it
-    and everything below it.
-    """
-
-    name: str | None = Field(None, min_length=1)
-    definition: str | None = Field(None, min_length=1)
-    pin: bool = False
-    delete: bool = False
-
-    @model_validator(mode="after")
-    def _delete_alone(self) -> CriterionOverride:
-        if self.delete and (self.name or self.definition or self.pin):
-            raise ValueError("delete cannot be combined with name, definition or pin")
-        return self
-
     @model_validator(mode="after")
     def _check_ranges(self) -> DataParams:
         self.ranges()
@@ -170,6 +150,26 @@ class CriterionOverride(_Section):
             if not low < high:
                 raise ValueError(f"score_range of {aspect!r} must be [low, high] with low < high")
         return ranges
+
+
+class CriterionOverride(_Section):
+    """A person's correction of one criterion of the tree (``hierarchy.overrides``).
+
+    ``name`` / ``definition`` replace what the LLM wrote (the id stays, so features keep their
+    column); ``pin`` keeps the criterion as it is, never decomposed further; ``delete`` removes it
+    and everything below it.
+    """
+
+    name: str | None = Field(None, min_length=1)
+    definition: str | None = Field(None, min_length=1)
+    pin: bool = False
+    delete: bool = False
+
+    @model_validator(mode="after")
+    def _delete_alone(self) -> CriterionOverride:
+        if self.delete and (self.name or self.definition or self.pin):
+            raise ValueError("delete cannot be combined with name, definition or pin")
+        return self
 
 
 class HierarchyParams(_Section):
