@@ -173,3 +173,4 @@ def test_int8_judge_loads_scores_close_to_fp32_and_has_its_own_identity(
     print(f"int8 vs fp32: expected-score diffs {diffs}, likelihood mean diff {lik_diff:.4f}")
     assert max(diffs) <= 0.25
     assert lik_diff <= 0.1
+    assert int8.generate("Name one colour.", max_new_tokens=4)  # the decomposer's path
