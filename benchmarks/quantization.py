@@ -150,10 +150,10 @@ def main() -> None:
     backend.model = quantize_int8(backend.model)
     compare("int8", base, score_all(backend, rows), columns)
     if fp32_model is not None:
-        from torch.ao.quantization import default_dynamic_qconfig, quantize_dynamic
+        from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
         spec = {
-            n: default_dynamic_qconfig
+            n: per_channel_dynamic_qconfig
             for n, m in fp32_model.named_modules()
             if isinstance(m, torch.nn.Linear) and m is not fp32_model.get_output_embeddings()
         }
