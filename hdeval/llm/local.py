@@ -96,7 +96,9 @@ def quantize_int8(model: torch.nn.Module) -> torch.nn.Module:
     Weights are int8 per output channel, activations quantised per call (torch's dynamic
     quantisation, fbgemm/x86 kernels); the rest of the model stays float32. The vocabulary
     projection is the largest Linear of a small model (136M of 494M weights for Qwen2.5-0.5B)
-    and likelihood mode runs it on every token of the text.
+    and likelihood mode runs it on every token of the text. (torch marks its eager-mode
+    quantisation API deprecated in favour of torchao, which is not a dependency; it works in the
+    pinned torch.)
     """
     from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
