@@ -5,16 +5,20 @@ For one SummEval sample and 20 criteria it prints seconds per criterion of
   sequential - the sample's KV cache computed once, criterion suffixes run one by one;
   packed     - the sample's KV cache computed once, the suffixes packed into sequences of
                ``pack_tokens`` tokens with a block-causal mask;
-the same for likelihood mode (instruction + text), and the speed-ups. Figures only, no asserts.
+the same for likelihood mode (instruction + text), and the speed-ups; then seconds and prompt
+tokens per text (one sample on all 20 criteria), and the CPU (``lscpu`` model and the flags that
+decide the dtype). Figures only, no asserts.
 
-    python benchmarks/scoring.py [--naive-criteria 5]
+    python benchmarks/scoring.py [--naive-criteria 5] [--quantize none|int8] [--dtype auto]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import subprocess
 import time
 from pathlib import Path
 
@@ -51,6 +55,19 @@ def twenty_criteria() -> CriteriaTree:
     return CriteriaTree(nodes)
 
 
+def cpu_line() -> str:
+    """``lscpu`` model name and the flags that decide the judge's dtype and speed."""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return f"cpu: {platform.processor() or platform.machine()} (no lscpu)"
+    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+    flags = set(fields.get("Flags", "").split())
+    shown = ["avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16"]
+    marks = " ".join(f"{f}:{'yes' if f in flags else 'no'}" for f in shown)
+    return f"cpu: {fields.get('Model name', '?').strip()}, {os.cpu_count()} cpus, {marks}"
+
+
 def timed(fn) -> float:
     start = time.perf_counter()
     fn()
@@ -60,19 +77,22 @@ def timed(fn) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--naive-criteria", type=int, default=5, help="criteria timed naively")
+    parser.add_argument("--quantize", choices=["none", "int8"], default="none")
+    parser.add_argument("--dtype", default="auto")
     args = parser.parse_args()
 
     with open(REPO / "data" / "summeval" / "summeval.jsonl", encoding="utf-8") as handle:
         row = json.loads(handle.readline())
-    backend = TransformersBackend(pull())
+    backend = TransformersBackend(pull(), dtype=args.dtype, quantize=args.quantize)
     tree = twenty_criteria()
     leaves = tree.layer(2)
     suffixes = [criterion_prompt(TASK, tree.lineage(c)) for c in leaves]
     segments = prompt_segments(TASK, row["source"], row["output"])
     n = len(suffixes)
+    print(cpu_line())
     print(
-        f"machine: {platform.processor() or platform.machine()}, torch threads "
-        f"{torch.get_num_threads()}, dtype {backend.dtype}, model {backend.identity}"
+        f"torch {torch.__version__}, threads {torch.get_num_threads()}, dtype {backend.dtype}, "
+        f"quantize {backend.quantize}, model {backend.identity}"
     )
     print(
         f"prompt tokens: prefix {len(backend._encode(backend.render(segments, '')))}, "
@@ -119,9 +139,23 @@ def main() -> None:
         f"speed-up {naive_lik * n / packed_lik_total:5.1f}x"
     )
     print(f"  marginal criterion       {marginal_lik:7.3f}")
-    print("\n[per row] seconds for one sample on all 20 criteria")
-    print(f"  prompt naive {naive * n:6.2f}  packed {packed_total:6.2f}")
-    print(f"  likelihood naive {naive_lik * n:6.2f}  packed {packed_lik_total:6.2f}")
+    prompt_prefix = len(backend._head_ids) + sum(len(backend._encode(s)) for s in segments)
+    prompt_rows = suffix_tokens + n * len(backend._tail_ids)
+    lik_prefix = len(backend._head_ids) + len(backend._encode(source[0]))
+    lik_rows = sum(
+        len(backend._encode(i)) + len(backend._tail_ids) + len(backend._encode(c.strip()))
+        for i, c in items
+    )
+    print("\n[per text] one sample on all 20 criteria (packed, prefix computed for it)")
+    print(
+        f"  prompt     {packed_total:6.2f} s per text (naive {naive * n:6.2f}); prompt tokens per "
+        f"text {prompt_prefix + prompt_rows} = prefix {prompt_prefix} + suffixes {prompt_rows}"
+    )
+    print(
+        f"  likelihood {packed_lik_total:6.2f} s per text (naive {naive_lik * n:6.2f}); prompt "
+        f"tokens per text {lik_prefix + lik_rows} = document {lik_prefix} (shared by the "
+        f"document's texts) + instruction and text rows {lik_rows}"
+    )
 
 
 if __name__ == "__main__":

@@ -54,6 +54,12 @@ class LLMConfig(_Section):
     ``max_context`` (local backends) lowers the context length prompts are fitted to, below the
     model's own; a server enforces its own context, and a longer prompt is a recorded failure.
 
+    ``quantize: int8`` (local backends, CPU) runs the judge's Linear layers, the vocabulary
+    projection included, with dynamic int8 weights (torch, fbgemm/x86): for CPUs without bf16,
+    where ``dtype: auto`` picks fp32. Its scores differ slightly from fp32 ones, so it is part of
+    the judge's identity and never shares cache entries with them (benchmarks/README.md has its
+    speed and agreement).
+
     ``max_consecutive_failures`` and ``max_failure_share`` (openai) stop a run whose server is
     down or mostly failing: after that many items in a row got no usable answer from the server,
     or once more than that share of all items failed (after at least 20 items).
@@ -69,6 +75,7 @@ class LLMConfig(_Section):
     model: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
+    quantize: Literal["none", "int8"] = "none"
     device: str = "cpu"
     pack_tokens: int = Field(256, ge=1)
     concurrency: int = Field(4, ge=1)
@@ -101,6 +108,15 @@ class LLMConfig(_Section):
                 f"llm.model {self.model!r} is not an embedded model; choose one of "
                 f"{', '.join(EMBEDDED_MODELS)} (or backend transformers with model_path)"
             )
+        if self.quantize != "none" and self.backend == "openai":
+            raise ValueError("llm.quantize applies to the local backends, not to a server")
+        if self.quantize == "int8" and self.dtype not in ("auto", "float32"):
+            raise ValueError(
+                f"llm.quantize: int8 runs the rest of the model in float32; set llm.dtype to "
+                f"auto or float32, not {self.dtype}"
+            )
+        if self.quantize == "int8" and self.device != "cpu":
+            raise ValueError("llm.quantize: int8 runs on the CPU only; set llm.device to cpu")
         if self.backend == "openai" and self.max_context is not None:
             raise ValueError(
                 "llm.max_context applies to the local backends; the server enforces its own"

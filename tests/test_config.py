@@ -111,3 +111,17 @@ def test_decomposer_is_an_llm_config(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump({"hierarchy": {"decomposer": {"backend": "openai"}}}))
     with pytest.raises(ConfigError, match=r"hierarchy\.decomposer: llm\.base_url and llm\.model"):
         load_params(path)
+
+
+def test_quantize_is_checked_against_backend_dtype_and_device(tmp_path: Path) -> None:
+    assert _load(tmp_path, {}).quantize == "none"
+    assert _load(tmp_path, {"quantize": "int8"}).quantize == "int8"
+    assert _load(tmp_path, {"quantize": "int8", "dtype": "float32"}).quantize == "int8"
+    with pytest.raises(ConfigError, match=r"llm\.quantize: Input should be 'none' or 'int8'"):
+        _load(tmp_path, {"quantize": "int4"})
+    with pytest.raises(ConfigError, match=r"set llm\.dtype to auto or float32, not bfloat16"):
+        _load(tmp_path, {"quantize": "int8", "dtype": "bfloat16"})
+    with pytest.raises(ConfigError, match=r"int8 runs on the CPU only"):
+        _load(tmp_path, {"quantize": "int8", "device": "cuda"})
+    with pytest.raises(ConfigError, match=r"llm\.quantize applies to the local backends"):
+        _load(tmp_path, {"quantize": "int8", "backend": "openai", "base_url": "u", "model": "m"})

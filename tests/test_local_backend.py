@@ -145,3 +145,33 @@ def test_generate_returns_text_and_counts_its_tokens(embedded_backend):
     after = embedded_backend.tokens.to_dict()
     assert after["prompt"] - before["prompt"] >= 10
     assert 1 <= after["completion"] - before["completion"] <= 24
+
+
+def test_int8_judge_loads_scores_close_to_fp32_and_has_its_own_identity(
+    fp32_backend, embedded_dir, summeval_rows
+):
+    """``llm.quantize: int8`` on one text: loads, scores, stays near fp32 and has an identity of
+    its own, so its answers never share cache entries with fp32 ones. Tolerances from
+    benchmarks/quantization.py on 16 texts of this document: expected scores differ by 0.19 on
+    average (max 0.61), mean token log-likelihoods by 0.26-0.28 nats (max 0.55)."""
+    from hdeval.llm.local import TransformersBackend
+
+    int8 = TransformersBackend(embedded_dir, quantize="int8")
+    assert int8.quantize == "int8" and int8.dtype == fp32_backend.dtype
+    assert int8.identity == fp32_backend.identity.replace(":float32", ":float32-int8")
+    assert any("quantized" in type(m).__module__ for m in int8.model.modules())
+    row = summeval_rows[0]
+    segments = prompt_segments(TASK, row["source"], row["output"])
+    ours = int8.digit_scores(segments, _suffixes())
+    theirs = fp32_backend.digit_scores(segments, _suffixes())
+    diffs = [abs(a.expected - b.expected) for a, b in zip(ours, theirs, strict=True)]
+    items = [(likelihood_instruction(TASK, None, None), row["output"].strip())]
+    source = [source_segment(TASK, row["source"])]
+    lik_diff = abs(
+        int8.loglikelihoods(source, items)[0].mean
+        - fp32_backend.loglikelihoods(source, items)[0].mean
+    )
+    print(f"int8 vs fp32: expected-score diffs {diffs}, likelihood mean diff {lik_diff:.4f}")
+    assert max(diffs) <= 0.75
+    assert 0 < lik_diff <= 0.6
+    assert int8.generate("Name one colour.", max_new_tokens=4)  # the decomposer's path

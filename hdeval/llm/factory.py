@@ -37,4 +37,5 @@ def make_backend(config: LLMConfig) -> LLMBackend:
         pack_tokens=config.pack_tokens,
         min_digit_mass=config.min_digit_mass,
         max_context=config.max_context,
+        quantize=config.quantize,
     )

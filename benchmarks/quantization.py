@@ -1,0 +1,165 @@
+"""int8 vs fp32 judge on the same texts: speed and agreement (``llm.quantize``).
+
+The embedded judge is loaded once in float32; the summaries of one SummEval document are scored
+on the 4 SummEval aspects (prompt mode: expected 1-5 score; likelihood mode: mean token
+log-likelihood, criterion-conditioned and unconditioned), then the same model is quantised
+(``llm.quantize: int8``; optionally also with the vocabulary projection left in float32) and
+scored again. Prints seconds per text per mode, prompt tokens per text, and the agreement:
+expected-score differences, per-token log-likelihood differences, and the Pearson/Spearman
+correlation of each likelihood feature over the texts. Figures only, no asserts.
+
+    python benchmarks/quantization.py [--texts 16] [--keep-head]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from scipy.stats import pearsonr, spearmanr
+from scoring import cpu_line
+
+from hdeval.criteria import Criterion
+from hdeval.embedded import pull
+from hdeval.llm.local import TransformersBackend, quantize_int8
+from hdeval.params import TaskSpec
+from hdeval.prompts import (
+    criterion_prompt,
+    likelihood_instruction,
+    prompt_segments,
+    source_segment,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+TASK = TaskSpec()
+ASPECTS = [
+    Criterion(a, a, f"the overall {a} of the summary", None, 1)
+    for a in ("coherence", "consistency", "fluency", "relevance")
+]
+
+
+@torch.inference_mode()
+def token_logprobs(backend: TransformersBackend, segments, items) -> list[np.ndarray]:
+    """Per-token log-probabilities of each continuation, as ``loglikelihoods`` computes them."""
+    cache, past = backend._prefix_state(segments)
+    rows, positions, targets = [], [], []
+    for instruction, continuation in items:
+        context = backend._encode(instruction) + backend._tail_ids
+        answer = backend._encode(continuation)
+        rows.append(context + answer)
+        positions.append(range(len(context) - 1, len(context) + len(answer) - 1))
+        targets.append(answer)
+    hidden = backend._suffix_hidden(cache, past, rows, positions)
+    return [
+        backend._logprobs(h)[torch.arange(len(a)), torch.tensor(a)].double().numpy()
+        for h, a in zip(hidden, targets, strict=True)
+    ]
+
+
+def score_all(backend: TransformersBackend, rows: list[dict]) -> dict:
+    """Expected scores, per-token log-probs and seconds per text of both modes."""
+    backend._prefix_cache.clear()
+    suffixes = [criterion_prompt(TASK, c, None) for c in ASPECTS]
+    instructions = [likelihood_instruction(TASK, c, None) for c in ASPECTS]
+    instructions.append(likelihood_instruction(TASK, None, None))
+    start = time.perf_counter()
+    expected = [
+        [
+            s.expected if s.ok else np.nan
+            for s in backend.digit_scores(prompt_segments(TASK, r["source"], r["output"]), suffixes)
+        ]
+        for r in rows
+    ]
+    prompt_s = (time.perf_counter() - start) / len(rows)
+    start = time.perf_counter()
+    tokens = [
+        token_logprobs(
+            backend,
+            [source_segment(TASK, r["source"])],
+            [(i, r["output"].strip()) for i in instructions],
+        )
+        for r in rows
+    ]
+    lik_s = (time.perf_counter() - start) / len(rows)
+    return {"expected": np.array(expected), "tokens": tokens, "prompt_s": prompt_s, "lik_s": lik_s}
+
+
+def compare(name: str, base: dict, other: dict, columns: list[str]) -> None:
+    d_exp = np.abs(other["expected"] - base["expected"])
+    r_exp = pearsonr(base["expected"].ravel(), other["expected"].ravel())[0]
+    print(f"\n[{name} vs fp32]")
+    print(
+        f"  seconds per text: prompt {other['prompt_s']:.2f} (fp32 {base['prompt_s']:.2f}, "
+        f"{base['prompt_s'] / other['prompt_s']:.2f}x), likelihood {other['lik_s']:.2f} "
+        f"(fp32 {base['lik_s']:.2f}, {base['lik_s'] / other['lik_s']:.2f}x)"
+    )
+    print(
+        f"  prompt mode |expected score diff| over {d_exp.size} scores: mean {d_exp.mean():.3f}, "
+        f"max {d_exp.max():.3f}; Pearson r of the scores {r_exp:.3f}"
+    )
+    per_token = np.abs(
+        np.concatenate(
+            [
+                a - b
+                for ra, rb in zip(other["tokens"], base["tokens"], strict=True)
+                for a, b in zip(ra, rb, strict=True)
+            ]
+        )
+    )
+    print(
+        f"  per-token |log-prob diff| over {per_token.size} tokens: mean {per_token.mean():.4f}, "
+        f"p95 {np.percentile(per_token, 95):.4f}, max {per_token.max():.4f} nats"
+    )
+    for j, column in enumerate(columns):
+        a = np.array([row[j].mean() for row in base["tokens"]])
+        b = np.array([row[j].mean() for row in other["tokens"]])
+        print(
+            f"  likelihood feature {column:<14} |mean diff| {np.abs(a - b).mean():.4f} "
+            f"(max {np.abs(a - b).max():.4f}, fp32 spread sd {a.std():.3f}); "
+            f"Pearson {pearsonr(a, b)[0]:.4f}, Spearman {spearmanr(a, b)[0]:.4f}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--texts", type=int, default=16, help="summaries of the first document")
+    parser.add_argument(
+        "--keep-head", action="store_true", help="also: int8 with the vocabulary projection in fp32"
+    )
+    args = parser.parse_args()
+    with open(REPO / "data" / "summeval" / "summeval.jsonl", encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle]
+    rows = [r for r in rows if r["doc_id"] == rows[0]["doc_id"]][: args.texts]
+    print(cpu_line())
+    backend = TransformersBackend(pull(), dtype="float32")
+    print(
+        f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
+        f"{len(rows)} texts of one document"
+    )
+    columns = [f"lik:{c.id}" for c in ASPECTS] + ["lik:_text"]
+    backend.digit_scores(
+        prompt_segments(TASK, rows[0]["source"], rows[0]["output"]), ["x"]
+    )  # warm-up
+    base = score_all(backend, rows)
+    fp32_model = copy.deepcopy(backend.model) if args.keep_head else None
+    backend.model = quantize_int8(backend.model)
+    compare("int8", base, score_all(backend, rows), columns)
+    if fp32_model is not None:
+        from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+        spec = {
+            n: per_channel_dynamic_qconfig
+            for n, m in fp32_model.named_modules()
+            if isinstance(m, torch.nn.Linear) and m is not fp32_model.get_output_embeddings()
+        }
+        backend.model = quantize_dynamic(fp32_model, spec, dtype=torch.qint8, inplace=True)
+        compare("int8, fp32 vocabulary projection", base, score_all(backend, rows), columns)
+
+
+if __name__ == "__main__":
+    main()
