@@ -64,6 +64,7 @@ class Card(BaseModel):
     unconditioned: bool
     feature_names: list[str] = Field(min_length=1)
     aspects: list[str] = Field(min_length=1)
+    score_ranges: dict[str, list[float]]
     criteria_sha256: str
     training_data_sha256: str
     aggregator: str
