@@ -24,6 +24,14 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _refuse_retired(data: object, section: str, replaced: dict[str, str], why: str = "") -> object:
+    """``data`` as it is, or an error naming each retired key of ``section`` and its successor."""
+    if isinstance(data, dict) and (old := [k for k in replaced if k in data]):
+        moves = "; ".join(f"{section}.{k} was replaced by {replaced[k]}" for k in old)
+        raise ValueError(moves + why)
+    return data
+
+
 class TaskSpec(_Section):
     """What is being evaluated, in words the judge reads."""
 
@@ -90,12 +98,11 @@ class LLMConfig(_Section):
     @model_validator(mode="before")
     @classmethod
     def _retired_keys(cls, data: object) -> object:
-        if isinstance(data, dict) and "max_batch" in data:
-            raise ValueError(
-                "llm.max_batch was replaced by llm.pack_tokens (criterion-suffix tokens per "
-                "forward pass, default 256); remove max_batch"
-            )
-        return data
+        return _refuse_retired(
+            data,
+            "llm",
+            {"max_batch": "llm.pack_tokens (criterion-suffix tokens per forward pass)"},
+        )
 
     @model_validator(mode="after")
     def _check_backend_fields(self) -> LLMConfig:
@@ -239,12 +246,14 @@ class AggregatorParams(_Section):
     @model_validator(mode="before")
     @classmethod
     def _retired_keys(cls, data: object) -> object:
-        if isinstance(data, dict) and "kind" in data:
-            raise ValueError(
-                "aggregator.kind was replaced by aggregator.kinds (the candidates model "
-                "selection chooses from by grouped CV); write kinds: [linear] to keep one kind"
-            )
-        return data
+        return _refuse_retired(
+            data,
+            "aggregator",
+            {
+                "kind": "aggregator.kinds (the candidates model selection chooses from by "
+                "grouped CV); write kinds: [linear] to keep one kind"
+            },
+        )
 
 
 class EvaluateParams(_Section):
@@ -274,13 +283,12 @@ class DHPParams(_Section):
     @model_validator(mode="before")
     @classmethod
     def _retired_keys(cls, data: object) -> object:
-        moved = {"threshold": "acceptance.dhp_threshold", "on_failure": "acceptance.on_failure"}
-        if isinstance(data, dict) and (old := [k for k in moved if k in data]):
-            raise ValueError(
-                "; ".join(f"dhp.{k} was replaced by {moved[k]}" for k in old)
-                + " (one acceptance section for the DHP and baseline gates)"
-            )
-        return data
+        return _refuse_retired(
+            data,
+            "dhp",
+            {"threshold": "acceptance.dhp_threshold", "on_failure": "acceptance.on_failure"},
+            " (one acceptance section for the DHP and baseline gates)",
+        )
 
 
 #: Same-judge baselines the bundle must not fall behind (names of the comparison table).
