@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
+import yaml
 
 from hdeval.cache import ResultCache
 from hdeval.criteria import CriteriaTree
@@ -15,8 +21,8 @@ from tests.conftest import REPO
 from tests.dvc_project import summeval_rows, write_jsonl
 
 
-@pytest.mark.model
-def test_estimated_calls_match_the_real_run(embedded_backend, tmp_path):
+def _tiny_params(tmp_path: Path) -> Params:
+    """Three SummEval documents x 2 summaries, coherence only, two layers."""
     rows = [r for r in summeval_rows(48, {"M0", "M8"})]  # 3 documents x 2 summaries
     write_jsonl(tmp_path / "labels.jsonl", rows)
     shipped = CriteriaTree.from_yaml(REPO / "data/summeval/aspects.yaml")
@@ -36,6 +42,12 @@ def test_estimated_calls_match_the_real_run(embedded_backend, tmp_path):
             "dhp": {"n_texts": 2},
         }
     )  # fmt: skip
+    return params
+
+
+@pytest.mark.model
+def test_estimated_calls_match_the_real_run(embedded_backend, tmp_path):
+    params = _tiny_params(tmp_path)
     judge = CachedJudge(embedded_backend, ResultCache(tmp_path / "cache.sqlite"))
 
     calibration = calibrate(judge, params, params.hierarchy.modes)
@@ -58,3 +70,19 @@ def test_estimated_calls_match_the_real_run(embedded_backend, tmp_path):
         expected = stages[f"layer@{number}"].total_calls
         assert abs(layer.run.computed - expected) <= 0.1 * max(expected, 1), (number, expected)
         assert expected > 0
+
+
+@pytest.mark.model
+def test_estimate_command_prints_every_stage(embedded_dir, tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(_tiny_params(tmp_path).model_dump(mode="json")))
+    hdeval = str(Path(sys.executable).parent / "hdeval")
+    done = subprocess.run(
+        [hdeval, "estimate", "--params", str(path), "--no-calibrate"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    for stage in ("layer@1", "layer@2", "evaluate", "baselines", "dhp", "total"):
+        assert re.search(rf"^{re.escape(stage)}\s+\d+", done.stdout, re.M), done.stdout
