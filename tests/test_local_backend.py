@@ -165,7 +165,7 @@ def test_int8_judge_loads_scores_close_to_fp32_and_has_its_own_identity(
     ours = int8.digit_scores(segments, _suffixes())
     theirs = fp32_backend.digit_scores(segments, _suffixes())
     diffs = [abs(a.expected - b.expected) for a, b in zip(ours, theirs, strict=True)]
-    items = [(likelihood_instruction(TASK, None, None), row["output"].strip())]
+    items = [(likelihood_instruction(TASK), row["output"].strip())]
     source = [source_segment(TASK, row["source"])]
     lik_diff = abs(
         int8.loglikelihoods(source, items)[0].mean

@@ -132,12 +132,18 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     (root / "new_labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in new))
     params["data"]["new_labels"] = ["new_labels.jsonl"]
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    before = json.loads((root / "models/evaluator/card.json").read_text())["feature_names"]
     third = _run([dvc, "repro"], root, env)
     assert "Running stage 'prepare'" in third and "Running stage 'layer@1'" in third
     assert [r["llm_calls"] for r in _reports(root)] == [0, 0, 0]
     assert [r["tokens"]["prompt"] for r in _reports(root)] == [0, 0, 0]
-    llm = json.loads((root / "metrics.json").read_text())["llm"]
-    assert llm["llm_calls"] == 0 and llm["tokens"] == {"prompt": 0, "completion": 0, "reused": 0}
+    stages = json.loads((root / "metrics.json").read_text())["llm"]["stages"]
+    # every text was scored before: no stage calls the judge, except that DHP's perturbed texts
+    # are scored on any criterion which model selection newly picked for the refit bundle
+    after = json.loads((root / "models/evaluator/card.json").read_text())["feature_names"]
+    calls = {name: cost["llm_calls"] for name, cost in stages.items()}
+    assert all(n == 0 for name, n in calls.items() if name != "dhp"), calls
+    assert calls["dhp"] == 0 or set(after) - set(before), (calls, before, after)
 
 
 def _repro_acceptance(root: Path, env: dict, params: dict, gates: dict):

@@ -73,6 +73,7 @@ def test_train_every_aggregator_export_and_score_through_onnx(tiny, embedded_bac
     root, labels, _ = tiny
     cache = ResultCache(root / "cache.sqlite")
     judge = CachedJudge(embedded_backend, cache)
+    decompositions = []
     for kind in ("linear", "tree", "forest", "mlp"):
         bundle = tmp_path / kind
         metrics = train_evaluator(
@@ -95,10 +96,13 @@ def test_train_every_aggregator_export_and_score_through_onnx(tiny, embedded_bac
         assert set(result["aspects"]) == set(ASPECTS)
         assert all(v is not None and math.isfinite(v) for v in result["aspects"].values()), result
         assert set(result["criteria"]) == set(card["feature_names"])
+        decompositions.append(cache.info()["results"]["decompose"])
 
     tree = CriteriaTree.from_yaml(tmp_path / "linear" / "criteria.yaml")
     assert tree.depth == 2 and all(c.decomposed for c in tree.layer(1))
-    assert cache.info()["results"]["decompose"] == 2
+    # each aspect decomposed once (a reply that did not parse is retried, and cached too),
+    # then reused from the cache by the other three kinds
+    assert decompositions[0] >= len(ASPECTS) and len(set(decompositions)) == 1, decompositions
 
 
 @pytest.mark.model
