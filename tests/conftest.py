@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,3 +40,15 @@ def summeval_rows() -> list[dict]:
     path = REPO / "data" / "summeval" / "summeval.jsonl"
     with open(path, encoding="utf-8") as handle:
         return [json.loads(next(handle)) for _ in range(32)]
+
+
+@pytest.fixture(scope="session")
+def llama_server(embedded_gguf: Path) -> Iterator[str]:
+    """Base URL of a llama.cpp server on the embedded GGUF, using the GGUF's chat template."""
+    from tests.llama_server import run_llama_server
+
+    threads = str(len(os.sched_getaffinity(0)))
+    with run_llama_server(
+        embedded_gguf, chat_format=None, extra_args=("--n_threads", threads)
+    ) as base_url:
+        yield base_url

@@ -4,8 +4,6 @@ judge scores every text (two real, different backends behind one cache)."""
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,23 +14,14 @@ from hdeval.data import load_labels
 from hdeval.hierarchy import run_layer
 from hdeval.judge import CachedJudge, open_judge
 from hdeval.params import HierarchyParams, LLMConfig, TaskSpec
-from tests.llama_server import MODEL_ALIAS, run_llama_server
+from tests.llama_server import MODEL_ALIAS
 
 pytestmark = [pytest.mark.server, pytest.mark.model]
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def decomposer_url(embedded_gguf: Path) -> Iterator[str]:
-    threads = str(len(os.sched_getaffinity(0)))
-    with run_llama_server(
-        embedded_gguf, chat_format=None, extra_args=("--n_threads", threads)
-    ) as base_url:
-        yield base_url
-
-
 def test_decomposer_writes_the_tree_and_the_judge_scores(
-    decomposer_url, embedded_backend, tmp_path
+    llama_server, embedded_backend, tmp_path
 ):
     with open(REPO / "data" / "summeval" / "summeval.jsonl", encoding="utf-8") as handle:
         rows = [json.loads(next(handle)) for _ in range(32)]
@@ -44,7 +33,7 @@ def test_decomposer_writes_the_tree_and_the_judge_scores(
     cache = ResultCache(tmp_path / "cache.sqlite")
     judge = CachedJudge(embedded_backend, cache)
     config = LLMConfig(
-        backend="openai", base_url=decomposer_url, model=MODEL_ALIAS, timeout=600.0,
+        backend="openai", base_url=llama_server, model=MODEL_ALIAS, timeout=600.0,
         api_key_env="HDEVAL_TEST_UNSET_KEY", max_retries=1,
     )  # fmt: skip
     decomposer = open_judge(config, cache)

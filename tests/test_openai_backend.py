@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import logging
 import math
-import os
 import re
 import time
 from collections.abc import Iterator
@@ -27,7 +26,7 @@ from hdeval.errors import UnsupportedError
 from hdeval.llm import LLMBackend
 from hdeval.llm.openai_compat import OpenAICompatibleBackend
 from hdeval.truncation import ContextOverflow
-from tests.llama_server import MODEL_ALIAS, run_llama_server
+from tests.llama_server import MODEL_ALIAS
 
 pytestmark = pytest.mark.server
 
@@ -55,16 +54,6 @@ def _suffix(criterion: str) -> str:
 
 def _segments(row: dict) -> list[str]:
     return [f"Article:\n{row['source']}\n\n", f"Summary:\n{row['output']}\n\n"]
-
-
-@pytest.fixture(scope="session")
-def llama_server(embedded_gguf: Path) -> Iterator[str]:
-    """Base URL of a llama.cpp server on the embedded GGUF, using the GGUF's chat template."""
-    threads = str(len(os.sched_getaffinity(0)))
-    with run_llama_server(
-        embedded_gguf, chat_format=None, extra_args=("--n_threads", threads)
-    ) as base_url:
-        yield base_url
 
 
 @pytest.fixture(scope="module")
