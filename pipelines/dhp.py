@@ -25,7 +25,7 @@ def main() -> None:
         params.task,
         aspects_tree(data),
         data.aspects,
-        evaluator=Evaluator.load(ws.BUNDLE, judge),
+        evaluator=Evaluator.load(ws.BUNDLE, judge, params.llm.strict_precision),
     )
     perturber = None
     if settings.llm_perturbations:

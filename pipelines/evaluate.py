@@ -20,7 +20,7 @@ def main() -> None:
     train = load_labels(ws.PREPARED / "train.jsonl", data.aspects, data.score_range)
     test = load_labels(ws.PREPARED / "test.jsonl", data.aspects, data.score_range)
     judge = open_judge(params.llm)
-    evaluator = Evaluator.load(ws.BUNDLE, judge)
+    evaluator = Evaluator.load(ws.BUNDLE, judge, params.llm.strict_precision)
     scores = evaluator.score_samples(test.samples)
     best = ws.read_json(ws.TUNE / "best_params.json")
     seed, hierarchy = params.hierarchy.seed, params.hierarchy
