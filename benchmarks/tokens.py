@@ -64,9 +64,9 @@ def main() -> None:
     source = mean(n(source_segment(TASK, r["source"])) for r in rows)
     text = mean(n(r["output"].strip()) for r in rows)
     out_seg = mean(n(output_segment(TASK, r["output"])) for r in rows)
-    suffix = mean(n(criterion_prompt(TASK, c, None)) for c in criteria) + tail
-    instruction = mean(n(likelihood_instruction(TASK, c, None)) for c in criteria) + tail
-    plain = n(likelihood_instruction(TASK, None, None)) + tail
+    suffix = mean(n(criterion_prompt(TASK, [c])) for c in criteria) + tail
+    instruction = mean(n(likelihood_instruction(TASK, [c])) for c in criteria) + tail
+    plain = n(likelihood_instruction(TASK)) + tail
     share = (head + source) / per_doc
 
     print(f"{len(rows)} texts of {len(docs)} documents ({per_doc:.1f} texts per document)")

@@ -57,6 +57,8 @@ def train_evaluator(
         aspects_tree(params.data), train, judge, params.task, hierarchy, progress, decomposer
     )
     final = layers[-1]
+    hierarchy = hierarchy.model_copy(update={"modes": final.report.modes})  # modes kept to the end
+    params = params.model_copy(update={"hierarchy": hierarchy})
     train_x = final.run.features
     selected = select_and_fit(params, final.tree, train_x, train, work_dir / "tune")
     export_evaluator(out_dir, selected, train, params, judge.identity)
@@ -66,7 +68,13 @@ def train_evaluator(
         test.samples, final.tree, progress=progress
     )
     predictions = ablation_predictions(
-        final.tree, train_x, train, test_x.features.dropna(), selected.kind, selected.params, seed,
+        final.tree,
+        train_x,
+        train,
+        test_x.features.dropna(),
+        selected.kind,
+        selected.params,
+        seed,
         params.data.ranges(),
     )
     predictions[HDEVAL] = scores.aspects

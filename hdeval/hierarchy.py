@@ -5,6 +5,10 @@ criteria; every later layer expands only the ``top_k`` criteria of the newest la
 aggregator, trained on all criteria so far, finds most important by held-out permutation
 importance. Every LLM call goes through the cached judge, so re-running costs nothing.
 :func:`run_layer` is the one step; the DVC ``layer`` stage and :func:`train_hierarchy` both run it.
+
+With ``min_mode_gain`` set, each layer also measures what every scoring mode adds to the proxy's
+grouped CV; later layers score only the modes that add enough, and the tree stops growing when
+none does (:func:`next_layer`).
 """
 
 from __future__ import annotations
@@ -15,14 +19,14 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 
-from hdeval.columns import check_failed_shares
+from hdeval.columns import UNCONDITIONED, check_failed_shares, of_mode
 from hdeval.criteria import CriteriaTree, apply_overrides, pinned
 from hdeval.criterion_scorer import CriterionScorer, ScoringRun
 from hdeval.data import LabelledData
 from hdeval.decompose import decompose, undecomposed
 from hdeval.errors import ConfigError
 from hdeval.judge import CachedJudge
-from hdeval.params import HierarchyParams, TaskSpec
+from hdeval.params import HierarchyParams, Mode, TaskSpec
 from hdeval.pruning import criterion_importances, permutation_importances, select_for_decomposition
 from hdeval.tuning import cv_score
 
@@ -39,9 +43,47 @@ class LayerReport:
     cv_pearson: float
     importances: dict[str, float]
     selected: list[str]
+    modes: list[str]
+    mode_gains: dict[str, float]
+    modes_next: list[str]
+    stopped: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def next_layer(report: dict) -> tuple[list[Mode], bool]:
+    """The modes the layer after ``report`` (a :class:`LayerReport` dict) scores, and whether it
+    grows the tree: the modes the report kept, or, when it kept none, its own modes and no
+    growth (the tree stopped)."""
+    if report["modes_next"]:
+        return list(report["modes_next"]), True
+    return list(report["modes"]), False
+
+
+def mode_gains(
+    features: pd.DataFrame,
+    targets: pd.DataFrame,
+    groups,
+    modes: Sequence[Mode],
+    params: HierarchyParams,
+    folds: int,
+    pearson: float,
+) -> dict[str, float]:
+    """What each mode's criterion columns add to the proxy's grouped-CV Pearson ``pearson``:
+    ``pearson`` minus the CV Pearson without them (``lik:_text`` is kept as the reference).
+    Both are floored at 0: a negative CV correlation is no more use than none."""
+    gains: dict[str, float] = {}
+    for mode in modes:
+        dropped = set(of_mode(features.columns, mode)) - {UNCONDITIONED}
+        rest = [c for c in features.columns if c not in dropped]
+        without = 0.0
+        if rest:
+            kind, seed = params.proxy_aggregator, params.seed
+            without = cv_score(kind, {}, features[rest], targets, groups, folds, seed)
+        gains[mode] = max(pearson, 0.0) - max(without, 0.0)
+    return gains
+    return gains
 
 
 def criteria_to_expand(
@@ -59,8 +101,11 @@ def proxy_report(
     tree: CriteriaTree,
     layer: int,
     params: HierarchyParams,
+    modes: Sequence[Mode],
+    grown: bool = True,
 ) -> LayerReport:
-    """Fit the proxy aggregator on all features, rank criteria, pick the next ones to expand."""
+    """Fit the proxy aggregator on all features, rank criteria, pick the next ones to expand and
+    the modes the next layer scores (``grown``: False when this layer did not grow the tree)."""
     targets = data.targets.loc[features.index]
     groups = data.samples.loc[features.index, "doc_id"].to_numpy()
     folds = min(params.cv_folds, len(set(groups)))
@@ -76,9 +121,22 @@ def proxy_report(
     )
     newest = [c.id for c in tree.layer(layer)]
     candidates = [c for c in newest if c not in pinned(params.overrides)]
+    last = layer == params.layers or not grown
+    gains, kept, stopped = {}, list(modes), None
+    if params.min_mode_gain is not None and not last:
+        gains = mode_gains(features, targets, groups, modes, params, folds, pearson)
+        kept = [m for m in modes if gains[m] >= params.min_mode_gain]
+        if not kept:
+            stopped = (
+                f"no scoring mode adds hierarchy.min_mode_gain={params.min_mode_gain:g} to the "
+                f"CV Pearson at layer {layer} ("
+                + ", ".join(f"{m} {g:+.3f}" for m, g in gains.items())
+                + "): the tree stops growing"
+            )
+            log.info("layer %d: %s", layer, stopped)
     selected = (
         select_for_decomposition(importances, candidates, params.top_k)
-        if layer < params.layers and candidates
+        if not last and kept and candidates
         else []
     )
     per_criterion = criterion_importances(importances)
@@ -96,6 +154,10 @@ def proxy_report(
         cv_pearson=pearson,
         importances={str(k): float(v) for k, v in per_criterion.items()},
         selected=selected,
+        modes=list(modes),
+        mode_gains={m: float(g) for m, g in gains.items()},
+        modes_next=[] if last else kept,
+        stopped=stopped if stopped else (None if grown else "the tree stopped growing earlier"),
     )
 
 
@@ -133,24 +195,29 @@ def run_layer(
     params: HierarchyParams,
     progress: bool = True,
     decomposer: CachedJudge | None = None,
+    modes: Sequence[Mode] | None = None,
+    grow: bool = True,
 ) -> Layer:
     """Layer ``number`` of Algorithm 1: grow ``tree`` (the previous layer's, or the aspects for
     layer 1) by decomposing what ``selected`` names (a person's pins excepted), apply the
     person's overrides (``params.overrides``), score the training texts on every
-    criterion, fit the proxy aggregator and pick what the next layer decomposes.
+    criterion in ``modes`` (default ``params.modes``), fit the proxy aggregator and pick what
+    the next layer decomposes and scores (see :func:`next_layer`).
 
-    ``decomposer`` writes the criteria (default: ``judge``, which scores every text)."""
-    expand = criteria_to_expand(tree, number, selected, pinned(params.overrides))
-    if number > 1:
+    ``decomposer`` writes the criteria (default: ``judge``, which scores every text). With
+    ``grow`` False the tree is kept as it is (an earlier layer stopped it)."""
+    modes = list(params.modes if modes is None else modes)
+    expand = criteria_to_expand(tree, number, selected, pinned(params.overrides)) if grow else []
+    if number > 1 and grow:
         writer = judge if decomposer is None else decomposer
         tree = decompose(tree, expand, writer, task.description, params.children)
     leaves = undecomposed(tree, expand) if number > 1 else []
     final = number == params.layers
     tree = apply_overrides(tree, params.overrides, decomposed=expand, final=final)
-    scorer = CriterionScorer(judge, task, params.modes, params.unconditioned)
+    scorer = CriterionScorer(judge, task, modes, params.unconditioned)
     run = scorer.score(train.samples, tree, progress=progress)
     check_failed_shares(run.features, params.max_failed_share)
-    report = proxy_report(run.features, train, tree, number, params)
+    report = proxy_report(run.features, train, tree, number, params, modes, grow)
     return Layer(tree, run, report, leaves)
 
 
@@ -166,8 +233,12 @@ def train_hierarchy(
     """Algorithm 1 end to end: every layer in turn, each growing the one before."""
     layers: list[Layer] = []
     selected: list[str] = []
+    modes, grow = list(params.modes), True
     for number in range(1, params.layers + 1):
-        layer = run_layer(number, tree, selected, train, judge, task, params, progress, decomposer)
+        layer = run_layer(
+            number, tree, selected, train, judge, task, params, progress, decomposer, modes, grow
+        )
         layers.append(layer)
         tree, selected = layer.tree, layer.report.selected
+        modes, grow = next_layer(layer.report.to_dict())
     return layers

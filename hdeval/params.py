@@ -64,7 +64,9 @@ class LLMConfig(_Section):
 
     ``quantize: int8`` (local backends, CPU) runs the judge's Linear layers, the vocabulary
     projection included, with dynamic int8 weights (torch, fbgemm/x86): for CPUs without bf16,
-    where ``dtype: auto`` picks fp32. Its scores differ slightly from fp32 ones, so it is part of
+    where ``dtype: auto`` picks fp32. ``quantize: auto`` does so exactly there (a local judge
+    with ``dtype: auto`` on a CPU without bf16) and nowhere else; a server ignores it. Its
+    scores differ slightly from fp32 ones, so it is part of
     the judge's identity and never shares cache entries with them (benchmarks/README.md has its
     speed and agreement).
 
@@ -83,7 +85,7 @@ class LLMConfig(_Section):
     model: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
-    quantize: Literal["none", "int8"] = "none"
+    quantize: Literal["none", "int8", "auto"] = "none"
     device: str = "cpu"
     pack_tokens: int = Field(256, ge=1)
     concurrency: int = Field(4, ge=1)
@@ -115,7 +117,7 @@ class LLMConfig(_Section):
                 f"llm.model {self.model!r} is not an embedded model; choose one of "
                 f"{', '.join(EMBEDDED_MODELS)} (or backend transformers with model_path)"
             )
-        if self.quantize != "none" and self.backend == "openai":
+        if self.quantize == "int8" and self.backend == "openai":
             raise ValueError("llm.quantize applies to the local backends, not to a server")
         if self.quantize == "int8" and self.dtype not in ("auto", "float32"):
             raise ValueError(
@@ -207,6 +209,12 @@ class HierarchyParams(_Section):
 
     ``overrides`` maps criterion ids to a person's corrections, applied by every layer after
     decomposition (see :class:`CriterionOverride`).
+
+    ``min_mode_gain`` prunes scoring modes as the tree grows: after each layer, a mode whose
+    criterion columns add less than this to the proxy's grouped-CV Pearson (all features vs all
+    but that mode's criterion columns; ``lik:_text`` stays in both) is not scored in later
+    layers. When no mode is left, the tree stops growing: later layers keep the last tree and
+    its features. ``null`` scores every mode in every layer, as the paper does.
     """
 
     layers: int = Field(3, ge=1, le=6)
@@ -221,6 +229,7 @@ class HierarchyParams(_Section):
     max_failed_share: float = Field(0.2, ge=0, le=1)
     decomposer: LLMConfig | None = None
     overrides: dict[str, CriterionOverride] = Field(default_factory=dict)
+    min_mode_gain: float | None = None
 
 
 class AggregatorParams(_Section):

@@ -26,7 +26,7 @@ def main() -> None:
     seed, hierarchy = params.hierarchy.seed, params.hierarchy
     final = ws.layer_dir(hierarchy.layers)
     tree = CriteriaTree.from_yaml(final / "tree.yaml")
-    modes = ws.read_json(final / "report.json")["modes"]  # what the judge could score
+    modes = ws.read_json(final / "report.json")["modes"]  # what the final layer scored
     # the ablations need every feature of the final layer, not only the bundle's (cached calls)
     test_x = CriterionScorer(judge, params.task, modes, hierarchy.unconditioned).score(
         test.samples, tree

@@ -6,7 +6,7 @@ from hdeval import workspace as ws
 from hdeval.criteria import CriteriaTree, aspects_tree
 from hdeval.data import load_labels
 from hdeval.errors import ConfigError
-from hdeval.hierarchy import run_layer, usable_modes
+from hdeval.hierarchy import next_layer, run_layer, usable_modes
 from hdeval.judge import open_judge
 from hdeval.params import load_params
 
@@ -19,19 +19,20 @@ def main(number: int) -> None:
             f"{params.hierarchy.layers}; make the layer list in dvc.yaml match it"
         )
     train = load_labels(ws.PREPARED / "train.jsonl", params.data.aspects, params.data.score_range)
+    judge = open_judge(params.llm)
+    hierarchy, left_out = usable_modes(params.hierarchy, judge.likelihood_problem())
     if number == 1:
-        tree, selected = aspects_tree(params.data), []
+        tree, selected, modes, grow = aspects_tree(params.data), [], hierarchy.modes, True
     else:
         previous = ws.layer_dir(number - 1)
         tree = CriteriaTree.from_yaml(previous / "tree.yaml")
-        selected = ws.read_json(previous / "report.json")["selected"]
-    judge = open_judge(params.llm)
-    hierarchy, left_out = usable_modes(params.hierarchy, judge.likelihood_problem())
+        report = ws.read_json(previous / "report.json")
+        selected, (modes, grow) = report["selected"], next_layer(report)
     decomposer = None
-    if number > 1 and params.hierarchy.decomposer is not None:
+    if number > 1 and grow and params.hierarchy.decomposer is not None:
         decomposer = open_judge(params.hierarchy.decomposer, judge.cache)
     layer = run_layer(
-        number, tree, selected, train, judge, params.task, hierarchy, decomposer=decomposer
+        number, tree, selected, train, judge, params.task, hierarchy, True, decomposer, modes, grow
     )
     out = ws.fresh(ws.layer_dir(number))
     layer.tree.to_yaml(out / "tree.yaml")
@@ -43,7 +44,6 @@ def main(number: int) -> None:
         "truncated_samples": layer.run.truncated_samples,
         "not_decomposed": layer.not_decomposed,
         "llm_identity": judge.identity,
-        "modes": hierarchy.modes,
         "left_out": left_out,
     }
     if decomposer is not None:

@@ -18,7 +18,7 @@ def main() -> None:
     tree = CriteriaTree.from_yaml(final / "tree.yaml")
     features = ws.read_features(final / "features.csv")
     report = ws.read_json(final / "report.json")
-    # the modes the judge could score (a server without likelihoods drops that mode)
+    # the modes the final layer scored (a server without likelihoods, or mode pruning, drops some)
     hierarchy = params.hierarchy.model_copy(update={"modes": report["modes"]})
     params = params.model_copy(update={"hierarchy": hierarchy})
     selected = select_and_fit(params, tree, features, train, ws.TUNE)

@@ -20,9 +20,7 @@ pytestmark = [pytest.mark.server, pytest.mark.model]
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_decomposer_writes_the_tree_and_the_judge_scores(
-    llama_server, embedded_backend, tmp_path
-):
+def test_decomposer_writes_the_tree_and_the_judge_scores(llama_server, embedded_backend, tmp_path):
     with open(REPO / "data" / "summeval" / "summeval.jsonl", encoding="utf-8") as handle:
         rows = [json.loads(next(handle)) for _ in range(32)]
     rows = [r for r in rows if r["system_id"] in {"M0", "M1", "M8"}]  # 2 documents x 3

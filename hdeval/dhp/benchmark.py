@@ -298,4 +298,3 @@ def plot_dhp(result: DHPResult, path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     return path
-

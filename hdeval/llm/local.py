@@ -87,7 +87,15 @@ def weights_fingerprint(path: Path) -> str:
     return digest
 
 
-QUANTIZATIONS = ("none", "int8")
+QUANTIZATIONS = ("none", "int8", "auto")
+
+
+def resolve_quantize(name: str, dtype: str, device: str) -> str:
+    """``auto`` is int8 where ``dtype: auto`` runs fp32 on the CPU (no bf16), else none."""
+    if name != "auto":
+        return name
+    fp32_cpu = dtype == "auto" and device == "cpu" and resolve_dtype("auto") == torch.float32
+    return "int8" if fp32_cpu else "none"
 
 
 def quantize_int8(model: torch.nn.Module) -> torch.nn.Module:
@@ -129,7 +137,8 @@ class TransformersBackend:
         if threads:
             torch.set_num_threads(threads)
         if quantize not in QUANTIZATIONS:
-            raise ConfigError(f"llm.quantize must be none or int8, got {quantize!r}")
+            raise ConfigError(f"llm.quantize must be none, int8 or auto, got {quantize!r}")
+        quantize = resolve_quantize(quantize, dtype, device)
         self.dtype = (
             torch.float32 if quantize == "int8" and dtype == "auto" else resolve_dtype(dtype)
         )

@@ -1,0 +1,108 @@
+"""``hierarchy.min_mode_gain``: later layers score only the modes that add to the proxy's CV, and
+the tree stops growing when none does."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hdeval.cache import ResultCache
+from hdeval.criteria import CriteriaTree, Criterion
+from hdeval.data import LabelledData
+from hdeval.data.reading import load_labels
+from hdeval.hierarchy import next_layer, proxy_report, train_hierarchy
+from hdeval.judge import CachedJudge
+from hdeval.params import HierarchyParams, TaskSpec
+
+REPO = Path(__file__).resolve().parents[1]
+TREE = CriteriaTree([Criterion("coherence", "coherence", "the summary is well organized")])
+
+
+def _data(lik_signal: float) -> tuple[pd.DataFrame, LabelledData]:
+    """12 documents x 8 texts; ``lik:coherence`` carries ``lik_signal`` of the human score,
+    ``prompt:coherence`` and ``lik:_text`` are noise."""
+    rng = np.random.default_rng(0)
+    n = 96
+    ids = [f"r{i}" for i in range(n)]
+    y = rng.normal(size=n)
+    samples = pd.DataFrame(
+        {
+            "doc_id": [f"d{i // 8}" for i in range(n)],
+            "system_id": None,
+            "source": "s",
+            "output": "o",
+            "references": [[] for _ in range(n)],
+        },
+        index=ids,
+    )
+    features = pd.DataFrame(
+        {
+            "prompt:coherence": rng.normal(size=n),
+            "lik:coherence": lik_signal * y + rng.normal(size=n),
+            "lik:_text": rng.normal(size=n),
+        },
+        index=ids,
+    )
+    return features, LabelledData(samples, pd.DataFrame({"coherence": y}, index=ids))
+
+
+def _report(lik_signal: float, gain: float | None):
+    features, data = _data(lik_signal)
+    params = HierarchyParams(layers=3, min_mode_gain=gain, cv_folds=4)
+    return proxy_report(features, data, TREE, 1, params, ["prompt", "likelihood"]).to_dict()
+
+
+def test_a_mode_adding_nothing_is_not_scored_in_later_layers() -> None:
+    report = _report(lik_signal=2.0, gain=0.01)
+    assert report["mode_gains"]["likelihood"] > 0.3
+    assert report["mode_gains"]["prompt"] < 0.01
+    assert report["modes_next"] == ["likelihood"]
+    assert report["selected"] == ["coherence"] and report["stopped"] is None
+    assert next_layer(report) == (["likelihood"], True)
+
+
+def test_the_tree_stops_growing_when_no_mode_adds_enough() -> None:
+    report = _report(lik_signal=0.0, gain=0.01)
+    assert report["modes_next"] == [] and report["selected"] == []
+    assert "min_mode_gain=0.01" in report["stopped"] and "stops growing" in report["stopped"]
+    assert next_layer(report) == (["prompt", "likelihood"], False)  # keeps its own features
+
+
+def test_without_min_mode_gain_every_mode_is_scored_as_in_the_paper() -> None:
+    report = _report(lik_signal=0.0, gain=None)
+    assert report["mode_gains"] == {} and report["modes_next"] == ["prompt", "likelihood"]
+    assert report["selected"] == ["coherence"]
+
+
+@pytest.mark.model
+def test_a_stopped_tree_costs_no_decomposition_on_the_real_judge(embedded_backend, tmp_path):
+    """With a gain no mode can reach, layer 1 is scored and layers 2-3 neither decompose nor
+    score anything new; their features are layer 1's."""
+    rows = [json.loads(line) for line in (REPO / "data/summeval/summeval.jsonl").open()][:48]
+    rows = [r for r in rows if r["system_id"] in {"M0", "M1", "M8", "M22"}]  # 3 docs x 4
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    train = load_labels(labels, ["coherence"], (1.0, 5.0))
+    judge = CachedJudge(embedded_backend, ResultCache(tmp_path / "cache.sqlite"))
+    params = HierarchyParams(
+        layers=3,
+        modes=["prompt", "likelihood"],
+        min_mode_gain=1.0,
+        cv_folds=3,
+        importance_repeats=1,
+    )
+    generated = judge.tokens.completion  # the backend is shared by the session's tests
+    layers = train_hierarchy(TREE, train, judge, TaskSpec(), params, progress=False)
+    first, *later = layers
+    assert set(first.report.mode_gains) == {"prompt", "likelihood"}
+    assert first.report.stopped and first.report.modes_next == []
+    assert judge.tokens.completion == generated  # nothing was decomposed
+    for layer in later:
+        assert layer.tree.depth == 1 and layer.report.selected == []
+        assert layer.report.stopped == "the tree stopped growing earlier"
+        assert layer.run.computed == 0  # every score came from layer 1's cache entries
+        pd.testing.assert_frame_equal(layer.run.features, first.run.features)
