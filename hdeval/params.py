@@ -239,6 +239,11 @@ class AggregatorParams(_Section):
     or without the unconditioned likelihood; an aggregator kind in ``kinds``) gets the same
     document-grouped CV with the kind's defaults; the CV-best is tuned and shipped. Candidates the
     trained hierarchy cannot give (a mode it did not score, a layer it did not grow) are skipped.
+
+    ``prefer_simpler_within`` ships the simplest candidate whose CV Pearson is within this of the
+    best instead (linear, then tree, forest, MLP; then fewer features): differences inside CV
+    noise say nothing, while a simpler model behaves predictably on texts unlike the training
+    ones. 0 ships the CV-best.
     """
 
     kinds: list[AggregatorKind] = Field(
@@ -251,6 +256,7 @@ class AggregatorParams(_Section):
     unconditioned: list[bool] = Field(default_factory=lambda: [True, False], min_length=1)
     n_trials: int = Field(20, ge=0)
     cv_folds: int = Field(5, ge=2)
+    prefer_simpler_within: float = Field(0.0, ge=0.0, le=1.0)
 
     @model_validator(mode="before")
     @classmethod

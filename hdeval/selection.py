@@ -4,7 +4,8 @@ aggregator kind.
 A candidate is a feature set (the modes scored, the deepest layer of the tree, with or without the
 unconditioned likelihood ``lik:_text``) and an aggregator kind. Every candidate gets the same
 document-grouped CV as tuning (:func:`hdeval.tuning.cv_score`) with the kind's defaults; the
-CV-best one is then tuned and shipped. Held-out documents are never seen here.
+CV-best one (or the simplest within ``aggregator.prefer_simpler_within`` of it) is then tuned and
+shipped. Held-out documents are never seen here.
 """
 
 from __future__ import annotations
@@ -133,8 +134,23 @@ def _rows(
     ]
 
 
-def best_candidate(table: pd.DataFrame, candidates: Sequence[FeatureSet]) -> tuple[FeatureSet, str]:
-    """The feature set and kind of the table's top row."""
-    top = table.iloc[0]
+#: Aggregator kinds from the simplest up: a linear model stays monotone outside the training
+#: range (a perturbed text's features often lie there), a tree or forest is flat there, and an
+#: MLP may turn around (DHP measures exactly that).
+SIMPLICITY = ("linear", "tree", "forest", "mlp")
+
+
+def best_candidate(
+    table: pd.DataFrame, candidates: Sequence[FeatureSet], within: float = 0.0
+) -> tuple[FeatureSet, str, float]:
+    """The simplest (feature set, kind) of the table whose CV Pearson is within ``within`` of the
+    best (kinds in :data:`SIMPLICITY` order, then fewer features; ties: the table's order), and
+    its CV Pearson. ``within`` 0 gives the table's top row."""
+    best = float(table["cv_pearson"].iloc[0])
+    near = table[table["cv_pearson"] >= best - within]
+    ranked = near.assign(_rank=near["kind"].map(SIMPLICITY.index)).sort_values(
+        ["_rank", "n_features"], kind="stable"
+    )
+    row = ranked.iloc[0] if within > 0 and len(near) else table.iloc[0]
     by_name = {c.name: c for c in candidates}
-    return by_name[top["features"]], str(top["kind"])
+    return by_name[row["features"]], str(row["kind"]), float(row["cv_pearson"])

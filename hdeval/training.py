@@ -102,8 +102,9 @@ def select_and_fit(
     """Model selection, tuning and the final fit, all on the training documents.
 
     Every candidate of ``params.aggregator`` (feature set x kind) gets the document-grouped CV
-    with the kind's defaults; the CV-best is tuned with Optuna (``n_trials``, same folds) and fit
-    on all rows with the tuned parameters, or with the defaults if tuning found nothing better.
+    with the kind's defaults; the CV-best (or the simplest candidate within
+    ``prefer_simpler_within`` of it) is tuned with Optuna (``n_trials``, same folds) and fit on
+    all rows with the tuned parameters, or with the defaults if tuning found nothing better.
     The Optuna study lives in ``work_dir`` (kept across runs), named by the kind and a
     fingerprint of the chosen features, so a killed run resumes with only the missing trials.
     """
@@ -116,10 +117,9 @@ def select_and_fit(
     folds = min(search.cv_folds, len(set(groups)))
     candidates = candidate_feature_sets(params.hierarchy, search, tree.depth)
     table = selection_table(tree, features, targets, groups, candidates, search.kinds, folds, seed)
-    feature_set, kind = best_candidate(table, candidates)
+    feature_set, kind, score = best_candidate(table, candidates, search.prefer_simpler_within)
     chosen = features[feature_set.columns(tree)]
     best: dict = {}
-    score = float(table["cv_pearson"].iloc[0])
     if search.n_trials:
         work_dir.mkdir(parents=True, exist_ok=True)
         tuned = tune(

@@ -12,7 +12,12 @@ from hdeval.criteria import CriteriaTree, Criterion
 from hdeval.data import LabelledData
 from hdeval.errors import ConfigError
 from hdeval.params import AggregatorParams, HierarchyParams, Params
-from hdeval.selection import FeatureSet, candidate_feature_sets, selection_table
+from hdeval.selection import (
+    FeatureSet,
+    best_candidate,
+    candidate_feature_sets,
+    selection_table,
+)
 from hdeval.training import select_and_fit
 
 TREE = CriteriaTree(
@@ -108,3 +113,22 @@ def test_select_and_fit_ships_the_cv_best_with_bundle_columns(tmp_path) -> None:
     summary = selected.summary()
     assert summary["kind"] == selected.kind and len(summary["cv_table"]) == len(selected.table)
     assert (tmp_path / "optuna.sqlite").is_file()
+
+
+def test_the_simplest_candidate_within_the_margin_is_shipped() -> None:
+    """The default run's top rows: an MLP 0.005 above a linear model on fewer features. Inside
+    ``prefer_simpler_within`` the linear one ships (an MLP can reverse outside the training
+    range, as DHP's typos and deletions found); outside it, or with 0, the CV-best does."""
+    text, plain = FeatureSet(("likelihood",), 1, True), FeatureSet(("likelihood",), 1, False)
+    table = pd.DataFrame(
+        [
+            {"features": text.name, "kind": "mlp", "n_features": 5, "cv_pearson": 0.369},
+            {"features": plain.name, "kind": "linear", "n_features": 4, "cv_pearson": 0.364},
+            {"features": text.name, "kind": "linear", "n_features": 5, "cv_pearson": 0.361},
+            {"features": plain.name, "kind": "forest", "n_features": 4, "cv_pearson": 0.300},
+        ]
+    )
+    assert best_candidate(table, [text, plain]) == (text, "mlp", 0.369)
+    assert best_candidate(table, [text, plain], 0.01) == (plain, "linear", 0.364)
+    assert best_candidate(table, [text, plain], 0.001) == (text, "mlp", 0.369)
+    assert best_candidate(table, [text, plain], 0.1)[:2] == (plain, "linear")
