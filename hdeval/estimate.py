@@ -187,6 +187,8 @@ def estimate(params: Params, judge: CachedJudge) -> list[StageCost]:
         selected = newest[: hierarchy.top_k]  # stand-ins for what pruning will pick
         if number > 1 and not cost.exact:
             cost.note = "estimate: decompositions not made yet"
+        elif number > 1 and hierarchy.min_mode_gain is not None:
+            cost.exact, cost.note = False, "upper bound: mode pruning may skip or shrink it"
         elif number >= 3:
             cost.exact, cost.note = False, "estimate: pruning picks the nodes to decompose"
         stages.append(cost)

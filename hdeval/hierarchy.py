@@ -83,7 +83,6 @@ def mode_gains(
             without = cv_score(kind, {}, features[rest], targets, groups, folds, seed)
         gains[mode] = max(pearson, 0.0) - max(without, 0.0)
     return gains
-    return gains
 
 
 def criteria_to_expand(

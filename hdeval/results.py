@@ -127,11 +127,17 @@ def selection_markdown(selection: Mapping, limit: int = 12) -> str:
         lines.append(
             f"| {row['features']} | {row['kind']} | {row['n_features']} | {row['cv_pearson']:.3f} |"
         )
-    lines += [
-        "",
+    shipped = (
         f"Shipped: {selection['kind']} on {selection['features']}, tuned CV Pearson "
-        f"{selection['cv_pearson']:.3f}.",
-    ]
+        f"{selection['cv_pearson']:.3f}"
+    )
+    top = selection["cv_table"][0]
+    if (top["features"], top["kind"]) != (selection["features"], selection["kind"]):
+        shipped += (
+            f": the simplest candidate within aggregator.prefer_simpler_within of the CV-best "
+            f"({top['kind']} on {top['features']}, {top['cv_pearson']:.3f})"
+        )
+    lines += ["", shipped + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -142,6 +148,33 @@ def acceptance_markdown(verdicts: list[Mapping]) -> str:
         lines.append(
             f"- {'accepted' if verdict['accepted'] else '**refused**'}: {verdict['message']}"
         )
+    return "\n".join(lines) + "\n"
+
+
+def layer_summary(report: Mapping) -> dict:
+    """What a layer's report says about the tree's growth: proxy CV Pearson, features, the modes
+    scored, what each mode added to the CV (``hierarchy.min_mode_gain``) and why it stopped."""
+    keys = ("cv_pearson", "n_features", "modes", "mode_gains", "modes_next", "stopped")
+    return {k: report.get(k) for k in keys}
+
+
+def layers_markdown(layers: Mapping[str, Mapping]) -> str:
+    """One line per layer: features, proxy CV Pearson, modes scored and what each added."""
+    lines = [
+        "Criteria tree, layer by layer (proxy aggregator, grouped CV on training documents):",
+        "",
+    ]
+    for number, layer in layers.items():
+        gains = ", ".join(f"{m} {g:+.3f}" for m, g in (layer.get("mode_gains") or {}).items())
+        line = (
+            f"- layer {number}: {layer['n_features']} features "
+            f"({'+'.join(layer.get('modes') or [])}), CV Pearson {layer['cv_pearson']:.3f}"
+        )
+        if gains:
+            line += f"; CV gain of each mode: {gains}"
+        if layer.get("stopped"):
+            line += f"; {layer['stopped']}"
+        lines.append(line)
     return "\n".join(lines) + "\n"
 
 

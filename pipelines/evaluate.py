@@ -10,7 +10,7 @@ from hdeval.data import load_labels
 from hdeval.evaluator import Evaluator
 from hdeval.judge import open_judge
 from hdeval.params import load_params
-from hdeval.results import evaluation_plots, stage_cost
+from hdeval.results import evaluation_plots, layer_summary, stage_cost
 from hdeval.training import ablation_predictions, agreements
 
 
@@ -54,10 +54,7 @@ def main() -> None:
     metrics = {
         "held_out": held_out,
         "selection": {k: v for k, v in best.items() if k != "columns"},
-        "layers": {
-            str(r["layer"]): {"cv_pearson": r["cv_pearson"], "n_features": r["n_features"]}
-            for r in layers
-        },
+        "layers": {str(r["layer"]): layer_summary(r) for r in layers},
         "llm": {
             "identity": judge.identity,
             "failed_scores": len(scores.failures),

@@ -7,6 +7,7 @@ from hdeval import workspace as ws
 from hdeval.results import (
     acceptance_markdown,
     baseline_summary,
+    layers_markdown,
     left_out_markdown,
     llm_totals,
     results_markdown,
@@ -43,6 +44,7 @@ def main() -> None:
     ws.write_json(ws.METRICS, metrics)
     text = results_markdown(table, dhp["scorers"], metrics) + left_out_markdown(left_out)
     text += "\n" + acceptance_markdown(verdicts) + "\n" + selection_markdown(metrics["selection"])
+    text += "\n" + layers_markdown(metrics["layers"])
     ws.RESULTS.write_text(text)
     print(f"metrics written to {ws.METRICS}, results table to {ws.RESULTS}")
 

@@ -47,7 +47,9 @@ def project(tmp_path_factory, embedded_dir):
         test_fraction=0.25,
     )
     # top_k covers every layer-2 criterion, so new labels cannot change what is decomposed
-    params["hierarchy"].update(children=2, top_k=2, cv_folds=2, importance_repeats=2)
+    params["hierarchy"].update(
+        children=2, top_k=2, cv_folds=2, importance_repeats=2, min_mode_gain=None
+    )  # every layer grows (test_pipeline_server.py covers a stopped tree)
     params["aggregator"].update(n_trials=2, cv_folds=2)
     params["hierarchy"]["modes"] = ["prompt", "likelihood"]
     params["evaluate"]["bootstrap"] = 10

@@ -1,6 +1,8 @@
 """`dvc repro` of the whole pipeline with an OpenAI-compatible judge: the real llama.cpp server
 on 127.0.0.1, whose echo cannot give likelihoods. Every stage runs the scorers it can, and
-metrics.json, results.md and the bundle say what was left out; no stage crashes."""
+metrics.json, results.md and the bundle say what was left out; no stage crashes. A
+``hierarchy.min_mode_gain`` no mode can reach stops the tree after layer 1: layers 2 and 3 run
+as DVC stages but neither decompose nor score, and say so."""
 
 from __future__ import annotations
 
@@ -50,7 +52,13 @@ def test_whole_pipeline_on_a_server_without_likelihoods(tmp_path, llama_server):
                 "timeout": 600.0,
                 "max_retries": 1,
             },
-            "hierarchy": {"children": 2, "top_k": 1, "cv_folds": 2, "importance_repeats": 1},
+            "hierarchy": {
+                "children": 2,
+                "top_k": 1,
+                "cv_folds": 2,
+                "importance_repeats": 1,
+                "min_mode_gain": 1.0,
+            },
             "aggregator": {"n_trials": 2, "cv_folds": 2},
             "evaluate": {"bootstrap": 5},
             "dhp": {"n_texts": 2, "probes": False},
@@ -72,5 +80,11 @@ def test_whole_pipeline_on_a_server_without_likelihoods(tmp_path, llama_server):
     card = json.loads((root / "models/evaluator/card.json").read_text())
     assert card["modes"] == ["prompt"]
     assert card["llm_identity"].startswith("openai-compatible:http://127.0.0.1")
-    assert card["feature_names"] and all(f.startswith("prompt:") for f in card["feature_names"])
+    assert card["feature_names"] == ["prompt:coherence"]  # layer 1 only: the tree stopped
     assert metrics["llm"]["llm_calls"] > 0
+    layers = metrics["layers"]
+    assert list(layers["1"]["mode_gains"]) == ["prompt"] and layers["1"]["modes_next"] == []
+    assert "stops growing" in layers["1"]["stopped"] and "stops growing" in results
+    assert layers["3"]["stopped"] == "the tree stopped growing earlier"
+    report = json.loads((root / "work/layers/3/report.json").read_text())
+    assert report["llm_calls"] == 0 and report["criteria"] == []  # nothing new to score
