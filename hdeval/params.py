@@ -85,7 +85,7 @@ class LLMConfig(_Section):
     model: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
-    quantize: Literal["none", "int8", "auto"] = "none"
+    quantize: Literal["none", "int8", "auto"] = "auto"
     device: str = "cpu"
     pack_tokens: int = Field(256, ge=1)
     concurrency: int = Field(4, ge=1)
@@ -150,8 +150,8 @@ class DataParams(_Section):
     )
     score_range: tuple[float, float] | dict[str, tuple[float, float]] = (1.0, 5.0)
     criteria: Path = Path("data/summeval/aspects.yaml")
-    n_docs: int | None = Field(8, ge=2)
-    test_fraction: float = Field(0.3, gt=0, lt=1)
+    n_docs: int | None = Field(30, ge=2)
+    test_fraction: float = Field(0.33, gt=0, lt=1)
     seed: int = 0
     max_field_chars: int = Field(1_000_000, ge=1)
 
@@ -229,7 +229,7 @@ class HierarchyParams(_Section):
     max_failed_share: float = Field(0.2, ge=0, le=1)
     decomposer: LLMConfig | None = None
     overrides: dict[str, CriterionOverride] = Field(default_factory=dict)
-    min_mode_gain: float | None = None
+    min_mode_gain: float | None = 0.01
 
 
 class AggregatorParams(_Section):
@@ -256,7 +256,7 @@ class AggregatorParams(_Section):
     unconditioned: list[bool] = Field(default_factory=lambda: [True, False], min_length=1)
     n_trials: int = Field(20, ge=0)
     cv_folds: int = Field(5, ge=2)
-    prefer_simpler_within: float = Field(0.0, ge=0.0, le=1.0)
+    prefer_simpler_within: float = Field(0.01, ge=0.0, le=1.0)
 
     @model_validator(mode="before")
     @classmethod

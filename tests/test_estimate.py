@@ -37,7 +37,8 @@ def _tiny_params(tmp_path: Path) -> Params:
                 "test_fraction": 0.25,
             },
             "hierarchy": {
-                "layers": 2, "children": 2, "top_k": 1, "cv_folds": 2, "importance_repeats": 1
+                "layers": 2, "children": 2, "top_k": 1, "cv_folds": 2, "importance_repeats": 1,
+                "min_mode_gain": None,
             },
             "dhp": {"n_texts": 2},
         }

@@ -80,7 +80,13 @@ def test_layers_apply_overrides_on_the_real_judge(embedded_backend, tmp_path) ->
     aspects = CriteriaTree([shipped.get("coherence")])
     judge = CachedJudge(embedded_backend, ResultCache(tmp_path / "cache.sqlite"))
     params = HierarchyParams(
-        layers=3, children=2, top_k=1, modes=["prompt"], cv_folds=2, importance_repeats=1
+        layers=3,
+        children=2,
+        top_k=1,
+        modes=["prompt"],
+        cv_folds=2,
+        importance_repeats=1,
+        min_mode_gain=None,  # pruning picks a criterion whatever the prompt scores add
     )
     plain = run_layer(2, aspects, [], train, judge, TaskSpec(), params, progress=False)
     first, second = [c.id for c in plain.tree.layer(2)]

@@ -137,9 +137,11 @@ def embedded_identity(precision: str) -> str:
 
 
 def auto_precision() -> str:
-    from hdeval.llm.local import resolve_dtype
+    """The precision of the default judge config here (``dtype`` and ``quantize`` auto)."""
+    from hdeval.llm.local import resolve_dtype, resolve_quantize
 
-    return str(resolve_dtype("auto")).removeprefix("torch.")
+    int8 = resolve_quantize("auto", "auto", "cpu") == "int8"
+    return str(resolve_dtype("auto")).removeprefix("torch.") + ("-int8" if int8 else "")
 
 
 @pytest.fixture(scope="module")

@@ -100,7 +100,9 @@ def test_grouped_cv_table_ranks_the_informative_group_first() -> None:
 def test_select_and_fit_ships_the_cv_best_with_bundle_columns(tmp_path) -> None:
     features, data = _data()
     params = Params(
-        aggregator=AggregatorParams(kinds=["linear", "tree"], n_trials=3, cv_folds=4),
+        aggregator=AggregatorParams(
+            kinds=["linear", "tree"], n_trials=3, cv_folds=4, prefer_simpler_within=0.0
+        ),
     )
     selected = select_and_fit(params, TREE, features, data, tmp_path)
     chosen = selected.feature_set

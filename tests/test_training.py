@@ -61,7 +61,13 @@ def _config(root, labels, kind: str) -> Params:
             seed=0,
         ),
         hierarchy=HierarchyParams(
-            layers=2, children=2, top_k=1, modes=["prompt"], cv_folds=2, importance_repeats=2
+            layers=2,
+            children=2,
+            top_k=1,
+            modes=["prompt"],
+            cv_folds=2,
+            importance_repeats=2,
+            min_mode_gain=None,  # the tree grows whatever the prompt scores add
         ),
         aggregator=AggregatorParams(kinds=[kind], feature_layers=[2], n_trials=2, cv_folds=2),
         evaluate=EvaluateParams(bootstrap=10),
