@@ -40,12 +40,13 @@ def split_precision(identity: str) -> tuple[str, str | None]:
     """(a judge identity without its precision, the precision or None).
 
     A local judge's identity ends in the dtype its weights run in
-    (``transformers:<name>:<weights hash>:float32``): part of every cache key, since scores move
-    slightly with it, but not of what a bundle must match (see ``llm.strict_precision``). A server
-    judge's identity names no precision.
+    (``transformers:<name>:<weights hash>:float32``, or ``float32-int8`` with ``llm.quantize``):
+    part of every cache key, since scores move slightly with it, but not of what a bundle must
+    match (see ``llm.strict_precision``). A server judge's identity names no precision.
     """
     head, _, last = identity.rpartition(":")
-    if identity.startswith("transformers:") and last in PRECISIONS:
+    dtype, _, quantized = last.partition("-")  # float32-int8: llm.quantize int8 on fp32
+    if identity.startswith("transformers:") and dtype in PRECISIONS and quantized in ("", "int8"):
         return head, last
     return identity, None
 

@@ -21,7 +21,7 @@ from hdeval.data.splitting import load_split
 from hdeval.dhp.acceptance import dhp_samples, run_suite, summary
 from hdeval.evaluator import Evaluator
 from hdeval.hierarchy import train_hierarchy, usable_modes
-from hdeval.judge import CachedJudge, open_judge
+from hdeval.judge import CachedJudge, open_decomposer, open_judge
 from hdeval.params import Params
 from hdeval.results import baseline_summary
 from hdeval.text_scorers import BASELINES, HDEVAL, make_scorers, without_likelihood
@@ -50,9 +50,7 @@ def train_evaluator(
     hierarchy, left_out = usable_modes(params.hierarchy, problem)
     params = params.model_copy(update={"hierarchy": hierarchy})
     seed = hierarchy.seed
-    decomposer = (
-        open_judge(hierarchy.decomposer, judge.cache) if hierarchy.decomposer is not None else None
-    )
+    decomposer = open_decomposer(hierarchy.decomposer, params.llm, judge)
     layers = train_hierarchy(
         aspects_tree(params.data), train, judge, params.task, hierarchy, progress, decomposer
     )

@@ -152,3 +152,18 @@ def open_judge(config: LLMConfig, cache: ResultCache | None = None) -> CachedJud
     from hdeval.llm.factory import make_backend
 
     return CachedJudge(make_backend(config), cache)
+
+
+def open_decomposer(
+    decomposer: LLMConfig | None, judge_config: LLMConfig, judge: CachedJudge
+) -> CachedJudge | None:
+    """The LLM that writes the criteria (``hierarchy.decomposer``), behind the judge's cache, or
+    None when the judge itself writes them. A judge running int8 weights (``llm.quantize``)
+    hands the writing to the same model unquantized: int8 costs generation more than scoring
+    (the embedded 0.5B in int8 wrote no usable criteria where fp32 did), and a layer makes only
+    a few generations."""
+    if decomposer is not None:
+        return open_judge(decomposer, judge.cache)
+    if judge.identity.endswith("-int8"):
+        return open_judge(judge_config.model_copy(update={"quantize": "none"}), judge.cache)
+    return None

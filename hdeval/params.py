@@ -204,8 +204,9 @@ class HierarchyParams(_Section):
     column has more failed criterion scores than this share of the training rows (the judge
     failed; imputed values would be learned instead of scores).
 
-    ``decomposer`` is the LLM that writes the criteria (default: the judge): a stronger model
-    can write the tree once while a cheaper judge scores every text.
+    ``decomposer`` is the LLM that writes the criteria (default: the judge, unquantized if it
+    runs int8 weights): a stronger model can write the tree once while a cheaper judge scores
+    every text.
 
     ``overrides`` maps criterion ids to a person's corrections, applied by every layer after
     decomposition (see :class:`CriterionOverride`).

@@ -7,7 +7,7 @@ from hdeval.criteria import CriteriaTree, aspects_tree
 from hdeval.data import load_labels
 from hdeval.errors import ConfigError
 from hdeval.hierarchy import next_layer, run_layer, usable_modes
-from hdeval.judge import open_judge
+from hdeval.judge import open_decomposer, open_judge
 from hdeval.params import load_params
 
 
@@ -29,8 +29,8 @@ def main(number: int) -> None:
         report = ws.read_json(previous / "report.json")
         selected, (modes, grow) = report["selected"], next_layer(report)
     decomposer = None
-    if number > 1 and grow and params.hierarchy.decomposer is not None:
-        decomposer = open_judge(params.hierarchy.decomposer, judge.cache)
+    if number > 1 and grow:
+        decomposer = open_decomposer(params.hierarchy.decomposer, params.llm, judge)
     layer = run_layer(
         number, tree, selected, train, judge, params.task, hierarchy, True, decomposer, modes, grow
     )

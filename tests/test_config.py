@@ -114,7 +114,7 @@ def test_decomposer_is_an_llm_config(tmp_path: Path) -> None:
 
 
 def test_quantize_is_checked_against_backend_dtype_and_device(tmp_path: Path) -> None:
-    assert _load(tmp_path, {}).quantize == "none"
+    assert _load(tmp_path, {}).quantize == "auto"
     assert _load(tmp_path, {"quantize": "int8"}).quantize == "int8"
     assert _load(tmp_path, {"quantize": "int8", "dtype": "float32"}).quantize == "int8"
     assert _load(tmp_path, {"quantize": "auto", "dtype": "bfloat16"}).quantize == "auto"

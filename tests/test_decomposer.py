@@ -49,3 +49,17 @@ def test_decomposer_writes_the_tree_and_the_judge_scores(llama_server, embedded_
     assert children and all(c.parent == "coherence" for c in children)
     assert {f"prompt:{c.id}" for c in children} <= set(layer.run.features.columns)
     assert layer.run.features.notna().all().all()
+
+
+@pytest.mark.model
+def test_an_int8_judge_leaves_the_criteria_to_its_unquantized_weights(embedded_dir):
+    from hdeval.judge import open_decomposer
+    from hdeval.params import LLMConfig
+
+    config = LLMConfig(quantize="int8")
+    judge = open_judge(config)
+    decomposer = open_decomposer(None, config, judge)
+    assert judge.identity.endswith(":float32-int8")
+    assert decomposer is not None and decomposer.cache is judge.cache
+    assert decomposer.identity == judge.identity.removesuffix("-int8")
+    assert open_decomposer(None, LLMConfig(quantize="none"), decomposer) is None
