@@ -52,17 +52,12 @@ def repro(root: Path, env: dict) -> dict[str, float]:
 def texts_per_stage(params_path: Path, metrics: dict) -> dict[str, int]:
     """The texts each LLM stage scored: training, held-out, or DHP's originals and copies."""
     from hdeval.data import load_labels
-    from hdeval.dhp.acceptance import dhp_samples
-    from hdeval.dhp.benchmark import _combined_samples
-    from hdeval.dhp.catalogue import perturb_all, perturbations_for
+    from hdeval.dhp.acceptance import rule_perturbed_samples
     from hdeval.params import load_params
 
     params = load_params(params_path)
     labels = load_labels(params.data.path, params.data.aspects, params.data.score_range)
-    samples = dhp_samples(labels, params.dhp)
-    perturbations = perturbations_for(params.dhp.task, False, params.dhp.probes)
-    tables, _ = perturb_all(samples, perturbations, None, params.dhp.seed)
-    combined, _ = _combined_samples(samples, tables)
+    combined = rule_perturbed_samples(labels, params.dhp)
     rows = metrics["rows"]
     counts = {f"layer@{n}": rows["train"] for n in range(1, 7)}
     counts.update(evaluate=rows["test"], baselines=rows["test"], dhp=len(combined))

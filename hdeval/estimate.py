@@ -162,9 +162,7 @@ def calibrate(judge: CachedJudge, params: Params, modes: Sequence[str]) -> dict:
 def estimate(params: Params, judge: CachedJudge) -> list[StageCost]:
     """The LLM work of every pipeline stage still to do after the cache."""
     from hdeval.baselines.llm import DirectPromptScorer, LikelihoodScorer, OverallPromptScorer
-    from hdeval.dhp.acceptance import dhp_samples
-    from hdeval.dhp.benchmark import _combined_samples
-    from hdeval.dhp.catalogue import perturb_all, perturbations_for
+    from hdeval.dhp.acceptance import rule_perturbed_samples
 
     hierarchy, _ = usable_modes(params.hierarchy, judge.likelihood_problem())
     planner = Planner(judge)
@@ -210,10 +208,7 @@ def estimate(params: Params, judge: CachedJudge) -> list[StageCost]:
 
     dhp = StageCost("dhp", exact=exact, note=note)
     labels = load_labels(params.data.path, params.data.aspects, params.data.score_range)
-    samples = dhp_samples(labels, params.dhp)
-    perturbations = perturbations_for(params.dhp.task, False, params.dhp.probes)
-    tables, _ = perturb_all(samples, perturbations, None, params.dhp.seed)
-    combined, _ = _combined_samples(samples, tables)
+    combined = rule_perturbed_samples(labels, params.dhp)
     planner.scoring(dhp, scorer.plan(combined, tree))
     for baseline in llm_baselines:
         if not isinstance(baseline, OverallPromptScorer):

@@ -16,12 +16,13 @@ from hdeval.acceptance import dhp_verdict, enforce
 from hdeval.data import LabelledData
 from hdeval.dhp.benchmark import (
     DHPResult,
+    _combined_samples,
     failed_perturbations,
     plot_dhp,
     reference_samples,
     run_dhp,
 )
-from hdeval.dhp.catalogue import perturbations_for
+from hdeval.dhp.catalogue import perturb_all, perturbations_for
 from hdeval.dhp.weights import EXPERT_WEIGHTS
 from hdeval.errors import AcceptanceError
 from hdeval.judge import CachedJudge
@@ -36,6 +37,15 @@ def dhp_samples(data: LabelledData, params: DHPParams) -> pd.DataFrame:
     return reference_samples(
         data, min(params.n_texts, data.samples["doc_id"].nunique()), params.seed
     )
+
+
+def rule_perturbed_samples(data: LabelledData, params: DHPParams) -> pd.DataFrame:
+    """The originals and their rule-made perturbed copies, as DHP scores them in one table
+    (LLM-made perturbations left out: they need the perturber's replies)."""
+    samples = dhp_samples(data, params)
+    perturbations = perturbations_for(params.task, False, params.probes)
+    tables, _ = perturb_all(samples, perturbations, None, params.seed)
+    return _combined_samples(samples, tables)[0]
 
 
 def run_suite(
