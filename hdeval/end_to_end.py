@@ -10,6 +10,7 @@ same-judge baselines, DHP, and the two acceptance gates. Left out: the plots, th
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 from hdeval.acceptance import Verdict, baseline_verdict, dhp_verdict, enforce
@@ -50,9 +51,14 @@ def train_evaluator(
     hierarchy, left_out = usable_modes(params.hierarchy, problem)
     params = params.model_copy(update={"hierarchy": hierarchy})
     seed = hierarchy.seed
-    decomposer = open_decomposer(hierarchy.decomposer, params.llm, judge)
     layers = train_hierarchy(
-        aspects_tree(params.data), train, judge, params.task, hierarchy, progress, decomposer
+        aspects_tree(params.data),
+        train,
+        judge,
+        params.task,
+        hierarchy,
+        progress,
+        partial(open_decomposer, hierarchy.decomposer, params.llm, judge),
     )
     final = layers[-1]
     hierarchy = hierarchy.model_copy(update={"modes": final.report.modes})  # modes kept to the end

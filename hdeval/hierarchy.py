@@ -13,8 +13,9 @@ none does (:func:`next_layer`).
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Sequence, Set
+from collections.abc import Callable, Sequence, Set
 from dataclasses import asdict, dataclass
 
 import pandas as pd
@@ -227,13 +228,18 @@ def train_hierarchy(
     task: TaskSpec,
     params: HierarchyParams,
     progress: bool = True,
-    decomposer: CachedJudge | None = None,
+    open_decomposer: Callable[[], CachedJudge | None] | None = None,
 ) -> list[Layer]:
-    """Algorithm 1 end to end: every layer in turn, each growing the one before."""
+    """Algorithm 1 end to end: every layer in turn, each growing the one before.
+
+    ``open_decomposer`` gives the LLM that writes the criteria (None: the judge); it is called
+    once, when a layer first grows the tree, so a tree that stops at layer 1 loads nothing."""
     layers: list[Layer] = []
     selected: list[str] = []
     modes, grow = list(params.modes), True
+    writer = functools.cache(open_decomposer or (lambda: None))
     for number in range(1, params.layers + 1):
+        decomposer = writer() if number > 1 and grow else None
         layer = run_layer(
             number, tree, selected, train, judge, task, params, progress, decomposer, modes, grow
         )
