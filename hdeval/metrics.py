@@ -29,6 +29,20 @@ def _corr(name: str, a: np.ndarray, b: np.ndarray) -> float:
         return float(CORRELATIONS[name](a, b))
 
 
+def _system_corr(name: str, pred: np.ndarray, human: np.ndarray, systems: np.ndarray) -> float:
+    """Correlation of per-system means (NaN with fewer than 3 systems)."""
+    keys, inverse = np.unique(systems, return_inverse=True)
+    if len(keys) < 3:
+        return float("nan")
+    counts = np.bincount(inverse)
+    return _corr(name, np.bincount(inverse, pred) / counts, np.bincount(inverse, human) / counts)
+
+
+def _mean_or_nan(values: np.ndarray) -> float:
+    values = values[~np.isnan(values)]
+    return float(np.mean(values)) if len(values) else float("nan")
+
+
 def level_correlations(
     pred: np.ndarray, human: np.ndarray, docs: np.ndarray, systems: np.ndarray | None
 ) -> dict[str, dict[str, float]]:
@@ -37,13 +51,10 @@ def level_correlations(
     for name in CORRELATIONS:
         out["dataset"][name] = _corr(name, pred, human)
         per_doc = [_corr(name, pred[docs == d], human[docs == d]) for d in pd.unique(docs)]
-        per_doc = [v for v in per_doc if not np.isnan(v)]
-        out["summary"][name] = float(np.mean(per_doc)) if per_doc else float("nan")
-        if systems is not None and len(pd.unique(systems)) >= 3:
-            frame = pd.DataFrame({"p": pred, "h": human, "s": systems}).groupby("s").mean()
-            out["system"][name] = _corr(name, frame["p"].to_numpy(), frame["h"].to_numpy())
-        else:
-            out["system"][name] = float("nan")
+        out["summary"][name] = _mean_or_nan(np.asarray(per_doc, dtype=float))
+        out["system"][name] = (
+            float("nan") if systems is None else _system_corr(name, pred, human, systems)
+        )
     return out
 
 
@@ -85,34 +96,47 @@ def _average(result: dict, aspects: list[str]) -> dict:
 
 
 def _add_bootstrap_ci(result, predicted, human, docs, systems, n_boot, seed) -> None:
+    """Percentile CIs over ``n_boot`` draws of whole documents (a document drawn twice counts
+    twice). A document's own correlation is the same in every draw, so the summary level reuses
+    the per-document values; the dataset and system levels are recomputed on each draw's rows."""
     rng = np.random.default_rng(seed)
     unique = pd.unique(docs)
-    rows_of = {d: np.flatnonzero(docs == d) for d in unique}
+    rows_of = [np.flatnonzero(docs == d) for d in unique]
     aspects = list(predicted.columns)
-    draws: dict = {}
+    pred = {a: predicted[a].to_numpy(float) for a in aspects}
+    true = {a: human[a].to_numpy(float) for a in aspects}
+    per_doc = {
+        (a, name): np.array([_corr(name, pred[a][r], true[a][r]) for r in rows_of])
+        for a in aspects
+        for name in CORRELATIONS
+    }
+    draws: dict[tuple[str, str, str], np.ndarray] = {
+        (a, level, name): np.full(n_boot, np.nan)
+        for a in aspects
+        for level in ("dataset", "summary", "system")
+        for name in CORRELATIONS
+    }
     for b in range(n_boot):
-        chosen = rng.choice(unique, size=len(unique), replace=True)
-        rows = np.concatenate([rows_of[d] for d in chosen])
-        # relabel documents so that a document drawn twice counts as two documents
-        boot_docs = np.concatenate([np.full(len(rows_of[d]), i) for i, d in enumerate(chosen)])
-        boot_sys = None if systems is None else systems[rows]
-        per = {
-            a: level_correlations(
-                predicted[a].to_numpy(float)[rows],
-                human[a].to_numpy(float)[rows],
-                boot_docs,
-                boot_sys,
-            )
-            for a in aspects
-        }
-        per["average"] = _average(per, aspects)
-        for key, levels in per.items():
-            for level, values in levels.items():
-                for name, value in values.items():
-                    draws.setdefault((key, level, name), []).append(value)
-        del b
+        chosen = rng.choice(len(unique), size=len(unique), replace=True)
+        rows = np.concatenate([rows_of[i] for i in chosen])
+        for a in aspects:
+            p, h = pred[a][rows], true[a][rows]
+            for name in CORRELATIONS:
+                draws[a, "dataset", name][b] = _corr(name, p, h)
+                draws[a, "summary", name][b] = _mean_or_nan(per_doc[a, name][chosen])
+                if systems is not None:
+                    draws[a, "system", name][b] = _system_corr(name, p, h, systems[rows])
+    for level in ("dataset", "summary", "system"):
+        for name in CORRELATIONS:
+            stacked = np.stack([draws[a, level, name] for a in aspects])
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                draws["average", level, name] = np.nanmean(stacked, axis=0)
     for (key, level, name), values in draws.items():
-        arr = np.asarray(values, dtype=float)
-        arr = arr[~np.isnan(arr)]
-        ci = [float(np.percentile(arr, 2.5)), float(np.percentile(arr, 97.5))] if len(arr) else None
+        values = values[~np.isnan(values)]
+        ci = (
+            [float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))]
+            if len(values)
+            else None
+        )
         result[key][level][name + "_ci"] = ci
