@@ -129,11 +129,9 @@ def proxy_report(
         if not kept:
             stopped = (
                 f"no scoring mode adds hierarchy.min_mode_gain={params.min_mode_gain:g} to the "
-                f"CV Pearson at layer {layer} ("
-                + ", ".join(f"{m} {g:+.3f}" for m, g in gains.items())
-                + "): the tree stops growing"
+                f"CV Pearson at layer {layer}: the tree stops growing"
             )
-            log.info("layer %d: %s", layer, stopped)
+            log.info("layer %d: %s (gains %s)", layer, stopped, gains)
     selected = (
         select_for_decomposition(importances, candidates, params.top_k)
         if not last and kept and candidates
