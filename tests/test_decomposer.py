@@ -54,6 +54,7 @@ def test_decomposer_writes_the_tree_and_the_judge_scores(llama_server, embedded_
 @pytest.mark.model
 def test_an_int8_judge_leaves_the_criteria_to_its_unquantized_weights(embedded_dir):
     from hdeval.judge import open_decomposer
+    from hdeval.llm.local import resolve_dtype
     from hdeval.params import LLMConfig
 
     config = LLMConfig(quantize="int8")
@@ -61,5 +62,7 @@ def test_an_int8_judge_leaves_the_criteria_to_its_unquantized_weights(embedded_d
     decomposer = open_decomposer(None, config, judge)
     assert judge.identity.endswith(":float32-int8")
     assert decomposer is not None and decomposer.cache is judge.cache
-    assert decomposer.identity == judge.identity.removesuffix("-int8")
+    # unquantized: the judge's weights in the dtype ``auto`` picks on this CPU (bf16 or fp32)
+    unquantized = str(resolve_dtype("auto")).removeprefix("torch.")
+    assert decomposer.identity == judge.identity.replace(":float32-int8", f":{unquantized}")
     assert open_decomposer(None, LLMConfig(quantize="none"), decomposer) is None

@@ -95,7 +95,9 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     assert "HD-Eval, likelihood features only" in results
     selection = metrics["selection"]
     assert len(selection["cv_table"]) == 4 * 15  # every kind x feature set, on training docs
-    assert selection["cv_pearson"] >= selection["cv_table"][0]["cv_pearson"]
+    # the simplest candidate within prefer_simpler_within of the CV-best ships; tuning only helps
+    within = params["aggregator"]["prefer_simpler_within"]
+    assert selection["cv_pearson"] >= selection["cv_table"][0]["cv_pearson"] - within
     card = json.loads((root / "models/evaluator/card.json").read_text())
     assert card["metrics"]["selection"]["features"] == selection["features"]
     assert (
