@@ -43,14 +43,21 @@ def of_mode(columns: Iterable[str], mode: Mode) -> list[str]:
 
 
 def feature_columns(
-    criterion_ids: Sequence[str], modes: Sequence[Mode], unconditioned: bool = True
+    criterion_ids: Sequence[str], modes: Sequence[Mode], unconditioned: bool | None = None
 ) -> list[str]:
-    """Every column of ``criterion_ids`` in ``modes``: prompt columns, then likelihood columns
-    (and :data:`UNCONDITIONED` last when ``unconditioned``)."""
+    """Every column of ``criterion_ids`` in ``modes``: prompt columns, then likelihood columns,
+    then :data:`UNCONDITIONED` when ``unconditioned`` (None: with the likelihood mode)."""
     columns = [column(m, c) for m in ("prompt", "likelihood") if m in modes for c in criterion_ids]
-    if "likelihood" in modes and unconditioned:
+    if with_unconditioned(modes, unconditioned):
         columns.append(UNCONDITIONED)
     return columns
+
+
+def with_unconditioned(modes: Sequence[Mode], unconditioned: bool | None) -> bool:
+    """Whether :data:`UNCONDITIONED` is scored: as ``unconditioned`` says, or, when it is None,
+    with the likelihood mode. It can be scored without that mode, once mode pruning has dropped
+    the criterion-conditioned likelihoods but kept the text's own."""
+    return "likelihood" in modes if unconditioned is None else unconditioned
 
 
 def check_failed_shares(features, max_share: float) -> None:

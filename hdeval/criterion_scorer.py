@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from hdeval.columns import UNCONDITIONED, column, feature_columns
+from hdeval.columns import UNCONDITIONED, column, feature_columns, with_unconditioned
 from hdeval.criteria import CriteriaTree, Criterion
 from hdeval.errors import HDEvalError, JudgeUnavailableError
 from hdeval.judge import DIGITS, LOGLIK, CachedJudge
@@ -124,7 +124,7 @@ class CriterionScorer:
         judge: CachedJudge,
         task: TaskSpec | None = None,
         modes: Sequence[Mode] = ("prompt",),
-        unconditioned: bool = True,
+        unconditioned: bool | None = None,
     ) -> None:
         unknown = set(modes) - {"prompt", "likelihood"}
         if unknown or not modes:
@@ -132,7 +132,7 @@ class CriterionScorer:
         self.judge = judge
         self.task = task or TaskSpec()
         self.modes = tuple(modes)
-        self.unconditioned = unconditioned
+        self.unconditioned = with_unconditioned(self.modes, unconditioned)
 
     # ----------------------------------------------------------------- requests per sample
     def prompt_requests(
@@ -164,9 +164,9 @@ class CriterionScorer:
         the requests (what ``hdeval estimate`` counts)."""
         planned = []
         for sample in samples_of(samples):
-            for mode in self.modes:
+            for mode, criteria in self._passes(list(tree)):
                 segments, continuation = self._layout(mode, sample.source, sample.output)
-                requests = self._requests(mode, tree, list(tree), segments, continuation)
+                requests = self._requests(mode, tree, criteria, segments, continuation)
                 planned.append((mode, segments, continuation, requests))
         return planned
 
@@ -216,17 +216,25 @@ class CriterionScorer:
         self, sample: Sample, tree: CriteriaTree, criteria: list[Criterion], run: ScoringRun
     ) -> dict[str, float]:
         values: dict[str, float] = {}
-        for mode in self.modes:
+        for mode, scored in self._passes(criteria):
             segments, continuation = self._layout(mode, sample.source, sample.output)
-            requests = self._requests(mode, tree, criteria, segments, continuation)
+            requests = self._requests(mode, tree, scored, segments, continuation)
             fitted = self._fit(sample, mode, requests, run)
             if fitted is None:
                 continue
             if fitted.truncated:
                 segments, continuation = self._layout(mode, fitted.source, fitted.output)
-                requests = self._requests(mode, tree, criteria, segments, continuation)
+                requests = self._requests(mode, tree, scored, segments, continuation)
             values.update(self._resolve(sample.id, requests, run, mode, segments, continuation))
         return values
+
+    def _passes(self, criteria: list[Criterion]) -> list[tuple[Mode, list[Criterion]]]:
+        """The scoring passes over one sample: each mode on ``criteria``, and a likelihood pass
+        for :data:`UNCONDITIONED` alone when it is scored without the likelihood mode."""
+        passes = [(mode, criteria) for mode in self.modes]
+        if self.unconditioned and "likelihood" not in self.modes:
+            passes.append(("likelihood", []))
+        return passes
 
     def _layout(self, mode: Mode, source: str, output: str) -> tuple[list[str], str]:
         """Shared segments of a sample's requests, and the continuation (likelihood: the text)."""

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from hdeval.acceptance import Verdict, baseline_verdict, dhp_verdict, enforce
 from hdeval.baselines import compare
+from hdeval.columns import UNCONDITIONED
 from hdeval.criteria import aspects_tree
 from hdeval.criterion_scorer import CriterionScorer
 from hdeval.data import LabelledData, load_labels
@@ -68,7 +69,8 @@ def train_evaluator(
     export_evaluator(out_dir, selected, train, params, judge.identity)
     evaluator = Evaluator.load(out_dir, judge)
     scores = evaluator.score_samples(test.samples, progress=progress)
-    test_x = CriterionScorer(judge, params.task, hierarchy.modes, hierarchy.unconditioned).score(
+    unconditioned = UNCONDITIONED in train_x.columns  # kept when pruning dropped likelihood
+    test_x = CriterionScorer(judge, params.task, hierarchy.modes, unconditioned).score(
         test.samples, final.tree, progress=progress
     )
     predictions = ablation_predictions(

@@ -136,7 +136,8 @@ def calibrate(judge: CachedJudge, params: Params, modes: Sequence[str]) -> dict:
     per_call: dict[str, float] = {}
     done = 0
     for mode in modes:
-        scorer = CriterionScorer(judge, params.task, [mode], params.hierarchy.unconditioned)
+        unconditioned = params.hierarchy.unconditioned and mode == "likelihood"
+        scorer = CriterionScorer(judge, params.task, [mode], unconditioned)
         start = time.perf_counter()
         run = scorer.score(train.samples.iloc[:1], tree, progress=False)
         if run.computed:
@@ -168,7 +169,8 @@ def estimate(params: Params, judge: CachedJudge) -> list[StageCost]:
     planner = Planner(judge)
     train, test = load_split(params.data)
     aspects = aspects_tree(params.data)
-    scorer = CriterionScorer(judge, params.task, hierarchy.modes, hierarchy.unconditioned)
+    unconditioned = hierarchy.unconditioned and "likelihood" in hierarchy.modes
+    scorer = CriterionScorer(judge, params.task, hierarchy.modes, unconditioned)
     stages: list[StageCost] = []
     tree, selected = aspects, []
     for number in range(1, hierarchy.layers + 1):

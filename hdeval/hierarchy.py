@@ -212,7 +212,10 @@ def run_layer(
     leaves = undecomposed(tree, expand) if number > 1 else []
     final = number == params.layers
     tree = apply_overrides(tree, params.overrides, decomposed=expand, final=final)
-    scorer = CriterionScorer(judge, task, modes, params.unconditioned)
+    # the text's own likelihood stays when pruning drops the criterion-conditioned ones: the
+    # mode gains are measured with it kept (see mode_gains)
+    unconditioned = params.unconditioned and "likelihood" in params.modes
+    scorer = CriterionScorer(judge, task, modes, unconditioned)
     run = scorer.score(train.samples, tree, progress=progress)
     check_failed_shares(run.features, params.max_failed_share)
     report = proxy_report(run.features, train, tree, number, params, modes, grow)

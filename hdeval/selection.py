@@ -58,9 +58,11 @@ class FeatureSet:
 
 
 def candidate_feature_sets(
-    hierarchy: HierarchyParams, search: AggregatorParams, depth: int
+    hierarchy: HierarchyParams, search: AggregatorParams, depth: int, unconditioned: bool
 ) -> list[FeatureSet]:
-    """The feature sets of ``search`` that a tree of ``depth`` scored as ``hierarchy`` can give."""
+    """The feature sets of ``search`` that a tree of ``depth`` scored in ``hierarchy.modes``
+    can give; ``unconditioned``: whether :data:`~hdeval.columns.UNCONDITIONED` was scored (it
+    can be without the likelihood mode, which mode pruning may have dropped)."""
     out: list[FeatureSet] = []
     for choice in search.feature_modes:
         modes: tuple[Mode, ...] = ("prompt", "likelihood") if choice == "both" else (choice,)
@@ -70,7 +72,7 @@ def candidate_feature_sets(
             if layers > depth:
                 continue
             for text in search.unconditioned:
-                if text and not ("likelihood" in modes and hierarchy.unconditioned):
+                if text and not unconditioned:
                     continue
                 candidate = FeatureSet(modes, layers, text)
                 if candidate not in out:

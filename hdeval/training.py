@@ -115,7 +115,9 @@ def select_and_fit(
     targets = train.targets.loc[features.index]
     groups = train.samples.loc[features.index, "doc_id"].to_numpy()
     folds = min(search.cv_folds, len(set(groups)))
-    candidates = candidate_feature_sets(params.hierarchy, search, tree.depth)
+    candidates = candidate_feature_sets(
+        params.hierarchy, search, tree.depth, UNCONDITIONED in features.columns
+    )
     table = selection_table(tree, features, targets, groups, candidates, search.kinds, folds, seed)
     feature_set, kind, score = best_candidate(table, candidates, search.prefer_simpler_within)
     chosen = features[feature_set.columns(tree)]

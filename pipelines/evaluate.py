@@ -4,6 +4,7 @@ human scores of the bundle and of its ablations, with document-bootstrap CIs."""
 import json
 
 from hdeval import workspace as ws
+from hdeval.columns import UNCONDITIONED
 from hdeval.criteria import CriteriaTree
 from hdeval.criterion_scorer import CriterionScorer
 from hdeval.data import load_labels
@@ -27,13 +28,13 @@ def main() -> None:
     final = ws.layer_dir(hierarchy.layers)
     tree = CriteriaTree.from_yaml(final / "tree.yaml")
     modes = ws.read_json(final / "report.json")["modes"]  # what the final layer scored
+    train_x = ws.read_features(final / "features.csv")
     # the ablations need every feature of the final layer, not only the bundle's (cached calls)
-    test_x = CriterionScorer(judge, params.task, modes, hierarchy.unconditioned).score(
-        test.samples, tree
-    )
+    unconditioned = UNCONDITIONED in train_x.columns
+    test_x = CriterionScorer(judge, params.task, modes, unconditioned).score(test.samples, tree)
     predictions = ablation_predictions(
         tree,
-        ws.read_features(final / "features.csv"),
+        train_x,
         train,
         test_x.features.dropna(),
         best["kind"],

@@ -34,5 +34,7 @@ def test_feature_columns_prompt_first_then_likelihood_then_unconditioned() -> No
     assert feature_columns(ids, ["prompt", "likelihood"], unconditioned=False) == both[:-1]
     assert feature_columns(ids, ["prompt"]) == both[:2]  # no likelihood, no unconditioned column
     assert feature_columns(ids, ["likelihood"]) == both[2:]
+    # the text's own likelihood without the criterion ones (the likelihood mode pruned)
+    assert feature_columns(ids, ["prompt"], unconditioned=True) == [*both[:2], "lik:_text"]
     assert of_mode(both, "prompt") == both[:2]
     assert of_mode(both, "likelihood") == both[2:]

@@ -14,7 +14,7 @@ from hdeval.cache import ResultCache
 from hdeval.criteria import CriteriaTree, Criterion
 from hdeval.data import LabelledData
 from hdeval.data.reading import load_labels
-from hdeval.hierarchy import next_layer, proxy_report, train_hierarchy
+from hdeval.hierarchy import next_layer, proxy_report, run_layer, train_hierarchy
 from hdeval.judge import CachedJudge
 from hdeval.params import HierarchyParams, TaskSpec
 
@@ -106,3 +106,33 @@ def test_a_stopped_tree_costs_no_decomposition_on_the_real_judge(embedded_backen
         assert layer.report.stopped == "the tree stopped growing earlier"
         assert layer.run.computed == 0  # every score came from layer 1's cache entries
         pd.testing.assert_frame_equal(layer.run.features, first.run.features)
+
+
+@pytest.mark.model
+def test_pruning_the_likelihood_mode_keeps_the_texts_own_likelihood(embedded_backend, tmp_path):
+    """A later layer that scores only prompts keeps ``lik:_text``, the reference the mode gains
+    are measured against, from layer 1's cache entries: pruning drops the criterion-conditioned
+    likelihoods, not the text's own."""
+    rows = [json.loads(line) for line in (REPO / "data/summeval/summeval.jsonl").open()][:48]
+    rows = [r for r in rows if r["system_id"] in {"M0", "M1"}]  # 3 docs x 2
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    train = load_labels(labels, ["coherence"], (1.0, 5.0))
+    judge = CachedJudge(embedded_backend, ResultCache(tmp_path / "cache.sqlite"))
+    params = HierarchyParams(
+        layers=3, modes=["prompt", "likelihood"], cv_folds=3, importance_repeats=1
+    )
+    first = run_layer(1, TREE, [], train, judge, TaskSpec(), params, progress=False)
+    later = run_layer(
+        2, first.tree, [], train, judge, TaskSpec(), params, False, modes=["prompt"], grow=False
+    )
+    assert list(first.run.features.columns) == ["prompt:coherence", "lik:coherence", "lik:_text"]
+    assert list(later.run.features.columns) == ["prompt:coherence", "lik:_text"]
+    assert later.run.computed == 0  # both from layer 1's cache entries
+    pd.testing.assert_frame_equal(
+        later.run.features, first.run.features[later.run.features.columns]
+    )
+    without = HierarchyParams(layers=3, modes=["prompt", "likelihood"], unconditioned=False)
+    assert run_layer(
+        2, first.tree, [], train, judge, TaskSpec(), without, False, modes=["prompt"], grow=False
+    ).run.features.columns.tolist() == ["prompt:coherence"]

@@ -94,7 +94,7 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     results = (root / "results.md").read_text()
     assert "HD-Eval, likelihood features only" in results
     selection = metrics["selection"]
-    assert len(selection["cv_table"]) == 4 * 15  # every kind x feature set, on training docs
+    assert len(selection["cv_table"]) == 4 * 18  # every kind x feature set, on training docs
     # the simplest candidate within prefer_simpler_within of the CV-best ships; tuning only helps
     within = params["aggregator"]["prefer_simpler_within"]
     assert selection["cv_pearson"] >= selection["cv_table"][0]["cv_pearson"] - within

@@ -58,18 +58,25 @@ def _data(n_docs: int = 12, per_doc: int = 8, seed: int = 0):
 
 def test_candidates_follow_the_search_space_and_what_was_scored() -> None:
     hierarchy = HierarchyParams(modes=["prompt", "likelihood"], unconditioned=True)
-    everything = candidate_feature_sets(hierarchy, AggregatorParams(), depth=3)
-    # prompt: 3 depths; likelihood and both: 3 depths x with/without lik:_text
-    assert len(everything) == 3 + 6 + 6
-    assert FeatureSet(("prompt",), 1, True) not in everything  # no lik:_text without likelihood
-    shallow = candidate_feature_sets(hierarchy, AggregatorParams(), depth=2)
+    everything = candidate_feature_sets(hierarchy, AggregatorParams(), 3, unconditioned=True)
+    # each of prompt, likelihood, both: 3 depths x with/without lik:_text
+    assert len(everything) == 3 * 6
+    assert FeatureSet(("prompt",), 1, True) in everything
+    without_text = candidate_feature_sets(hierarchy, AggregatorParams(), 3, unconditioned=False)
+    assert len(without_text) == 3 * 3 and not any(c.unconditioned for c in without_text)
+    shallow = candidate_feature_sets(hierarchy, AggregatorParams(), depth=2, unconditioned=True)
     assert max(c.depth for c in shallow) == 2
     prompt_only = HierarchyParams(modes=["prompt"])
-    assert {c.modes for c in candidate_feature_sets(prompt_only, AggregatorParams(), 3)} == {
+    assert {c.modes for c in candidate_feature_sets(prompt_only, AggregatorParams(), 3, False)} == {
         ("prompt",)
     }
+    # mode pruning dropped the criterion likelihoods but kept the text's own likelihood
+    pruned = candidate_feature_sets(prompt_only, AggregatorParams(), 3, unconditioned=True)
+    assert FeatureSet(("prompt",), 3, True) in pruned and len(pruned) == 6
     with pytest.raises(ConfigError, match="leave no feature set"):
-        candidate_feature_sets(prompt_only, AggregatorParams(feature_modes=["likelihood"]), 3)
+        candidate_feature_sets(
+            prompt_only, AggregatorParams(feature_modes=["likelihood"]), 3, unconditioned=True
+        )
 
 
 def test_feature_set_cuts_the_tree_and_orders_columns_like_the_scorer() -> None:
@@ -85,7 +92,7 @@ def test_feature_set_cuts_the_tree_and_orders_columns_like_the_scorer() -> None:
 def test_grouped_cv_table_ranks_the_informative_group_first() -> None:
     features, data = _data()
     groups = data.samples["doc_id"].to_numpy()
-    candidates = candidate_feature_sets(HierarchyParams(), AggregatorParams(), 3)
+    candidates = candidate_feature_sets(HierarchyParams(), AggregatorParams(), 3, True)
     table = selection_table(
         TREE, features, data.targets, groups, candidates, ["linear", "tree"], 4, 0
     )
@@ -93,7 +100,7 @@ def test_grouped_cv_table_ranks_the_informative_group_first() -> None:
     assert table["cv_pearson"].is_monotonic_decreasing
     top = table.iloc[0]
     assert "likelihood" in top["modes"] and top["layers"] >= 2 and top["cv_pearson"] > 0.9
-    prompt_rows = table[table["modes"] == "prompt"]
+    prompt_rows = table[(table["modes"] == "prompt") & ~table["unconditioned"]]
     assert prompt_rows["cv_pearson"].max() < 0.3  # noise does not look good under grouped CV
 
 
