@@ -50,6 +50,18 @@ Do not repeat "{name}" itself.
 Answer with a numbered list and nothing else, one criterion per line, in the form:
 1. <short name>: <one-sentence definition>"""
 
+# Asked last: small models (the 1.5B Coder most of all) copy the "<short name>: <one-sentence
+# definition>" line of the first two wordings literally, so this one shows no placeholder.
+_PLAIN_TEMPLATE = """\
+I would like to perform automatic evaluation on the quality of generated text for this task: \
+{task}
+I would like to evaluate the criterion "{name}": {definition}
+{parent_line}\
+Please give me {k} fine-grained evaluation criteria that are narrower parts of "{name}".
+Write them as a numbered list and nothing else. On each line write the number, then the \
+criterion's own name in a few words, a colon, and one sentence saying what to check."""
+_WORDINGS = (_TEMPLATE, _ALTERNATE_TEMPLATE, _PLAIN_TEMPLATE)
+
 _PARENT_LINE = 'It is one part of the broader criterion "{name}": {definition}\n'
 # Names copied from the answer format rather than criteria ("<short name>", "criterion 2").
 _PLACEHOLDER = re.compile(r"[<>]|\bcriterion\s*\d+\b|^short name$", re.I)
@@ -92,11 +104,11 @@ def decomposition_prompt(
     node: Criterion,
     parent: Criterion | None,
     k: int,
-    alternate: bool = False,
+    wording: int = 0,
 ) -> str:
     """The Appendix G.1 decomposition prompt for one ``node`` (with its ``parent``, if any).
 
-    ``alternate`` selects the second wording, tried when the first yields nothing new.
+    ``wording`` 0 is the paper's; 1 and 2 are the rewordings tried when it yields nothing new.
     """
     if k < 1:
         raise ConfigError(f"child count k must be >= 1, got {k}")
@@ -105,7 +117,9 @@ def decomposition_prompt(
         if parent is None
         else _PARENT_LINE.format(name=parent.name, definition=parent.definition)
     )
-    return (_ALTERNATE_TEMPLATE if alternate else _TEMPLATE).format(
+    if wording not in range(len(_WORDINGS)):
+        raise ConfigError(f"decomposition wording must be 0 to {len(_WORDINGS) - 1}, got {wording}")
+    return _WORDINGS[wording].format(
         task=task_description.strip(),
         name=node.name,
         definition=node.definition.strip(),
@@ -251,16 +265,18 @@ def decompose_node(
 
     Greedy decoding gives one reply per prompt, and a small judge asked for few items sometimes
     only repeats the node or copies the answer format. The request is then repeated in the
-    alternate wording, then both again asking for ``k + 2`` items, of which the first ``k`` new
-    ones are kept; the error naming the node comes only when every attempt fails. Raw replies
-    are cached whether or not they parse (they are what the judge says to that prompt) and are
-    parsed again on every run, so a re-run makes no LLM call and a better parser applies to old
-    replies.
+    alternate wording, then both again asking for ``k + 2`` items (of which the first ``k`` new
+    ones are kept), then in a third wording that shows no answer-format placeholder, for ``k``
+    and ``k + 2``; the error naming the node comes only when every attempt fails. Earlier
+    attempts keep their order, so trees and cached replies that parsed before are unchanged.
+    Raw replies are cached whether or not they parse (they are what the judge says to that
+    prompt) and are parsed again on every run, so a re-run makes no LLM call and a better parser
+    applies to old replies.
     """
     problems = []
-    attempts = [(k, False), (k, True), (k + 2, False), (k + 2, True)]
-    for ask, alternate in attempts:
-        prompt = decomposition_prompt(task_description, node, tree.parent(node), ask, alternate)
+    attempts = [(k, 0), (k, 1), (k + 2, 0), (k + 2, 1), (k, 2), (k + 2, 2)]
+    for ask, wording in attempts:
+        prompt = decomposition_prompt(task_description, node, tree.parent(node), ask, wording)
         reply = judge.reply(CACHE_KIND, prompt, max_new_tokens, template_version)
         try:
             every = parse_criteria_list(reply, sys.maxsize, node_id=node.id)

@@ -248,10 +248,10 @@ def test_decompose_bad_reply_names_node_and_rerun_makes_no_llm_call(tmp_path) ->
     backend = CannedBackend({"Coherence": "Sorry, I cannot do that."})
     with pytest.raises(HDEvalError, match=r"empty.*'coherence'"):
         decompose(_tree(), ["coherence"], CachedJudge(backend, cache), TASK, k=4)
-    assert len(backend.prompts) == 4  # k and k + 2 items, in each of the two wordings
+    assert len(backend.prompts) == 6  # k and k + 2 items, in each of the three wordings
     with pytest.raises(HDEvalError, match="'coherence'"):
         decompose(_tree(), ["coherence"], CachedJudge(backend, cache), TASK, k=4)
-    assert len(backend.prompts) == 4  # raw replies are cached; only the parse is repeated
+    assert len(backend.prompts) == 6  # raw replies are cached; only the parse is repeated
 
 
 def test_decompose_keeps_a_node_it_cannot_split_as_a_leaf(tmp_path) -> None:
@@ -322,6 +322,32 @@ def test_placeholder_names_copied_from_the_answer_format_are_not_criteria(tmp_pa
     backend = CannedBackend({"Coherence": reply})
     with pytest.raises(HDEvalError, match="answer format"):
         decompose(_tree(), ["coherence"], CachedJudge(backend, cache), TASK, k=2)
+
+
+class FormatCopyingBackend(CannedBackend):
+    """Copies the answer-format line while the prompt shows one (the 1.5B Coder's habit)."""
+
+    def generate(self, prompt: str, max_new_tokens: int = 512) -> str:
+        self.prompts.append(prompt)
+        if "<short name>" in prompt:
+            return "1. <short name>: <one-sentence definition>\n2. <short name>: <definition>"
+        return "1. Order: sentences follow a logical order.\n2. Focus: one topic throughout."
+
+
+def test_a_format_copying_judge_is_asked_last_in_a_wording_without_placeholders(tmp_path):
+    cache = ResultCache(tmp_path / "c.sqlite")
+    backend = FormatCopyingBackend({})
+    tree = decompose(_tree(), ["coherence"], CachedJudge(backend, cache), TASK, k=2)
+    assert [c.name for c in tree.children("coherence")] == ["Order", "Focus"]
+    assert len(backend.prompts) == 5  # four wordings with the placeholder, then the plain one
+    assert all("<short name>" in p for p in backend.prompts[:4])
+    assert "<" not in backend.prompts[4] and "give me 2 " in backend.prompts[4]
+
+
+def test_unknown_decomposition_wording_is_a_config_error():
+    node = _tree().get("coherence")
+    with pytest.raises(ConfigError, match="wording"):
+        decomposition_prompt(TASK, node, None, 2, wording=3)
 
 
 def test_names_in_angle_brackets_are_unwrapped_and_placeholders_still_refused(tmp_path):
