@@ -28,38 +28,48 @@ MAX_NAME_CHARS = 160
 MAX_INLINE_NAME_WORDS = 12  # before a ":" or dash on the same line as the definition
 MAX_SLUG_CHARS = 40
 
-_TEMPLATE = """\
+# The lines every wording shares: the task, then the criterion to split.
+_TASK_LINES = """\
 I would like to perform automatic evaluation on the quality of generated text for this task: \
 {task}
 I would like to evaluate the criterion "{name}": {definition}
+"""
+_ANSWER_FORMAT = """\
+Answer with a numbered list and nothing else, one criterion per line, in the form:
+1. <short name>: <one-sentence definition>"""
+
+_TEMPLATE = (
+    _TASK_LINES
+    + """\
 {parent_line}\
 Please give me {k} fine-grained evaluation criteria, narrower than "{name}", that together \
 evaluate it. I want to obtain a final comprehensive evaluation based on an overall aggregation of \
 the fine-grained criteria.
-Answer with a numbered list and nothing else, one criterion per line, in the form:
-1. <short name>: <one-sentence definition>"""
+"""
+    + _ANSWER_FORMAT
+)
 
 # Asked when the first wording yields nothing new: a small judge that echoes the node under the
 # first wording (typically below layer 2) often splits it under this one, and vice versa.
-_ALTERNATE_TEMPLATE = """\
-I would like to perform automatic evaluation on the quality of generated text for this task: \
-{task}
-I would like to evaluate the criterion "{name}": {definition}
+_ALTERNATE_TEMPLATE = (
+    _TASK_LINES
+    + """\
 Please give me {k} fine-grained evaluation criteria that are narrower parts of "{name}". \
 Do not repeat "{name}" itself.
-Answer with a numbered list and nothing else, one criterion per line, in the form:
-1. <short name>: <one-sentence definition>"""
+"""
+    + _ANSWER_FORMAT
+)
 
-# Asked last: small models (the 1.5B Coder most of all) copy the "<short name>: <one-sentence
-# definition>" line of the first two wordings literally, so this one shows no placeholder.
-_PLAIN_TEMPLATE = """\
-I would like to perform automatic evaluation on the quality of generated text for this task: \
-{task}
-I would like to evaluate the criterion "{name}": {definition}
+# Asked last: small models (the 1.5B Coder most of all) copy the answer format's placeholder
+# line literally, so this wording describes the format in words instead of showing it.
+_PLAIN_TEMPLATE = (
+    _TASK_LINES
+    + """\
 {parent_line}\
 Please give me {k} fine-grained evaluation criteria that are narrower parts of "{name}".
 Write them as a numbered list and nothing else. On each line write the number, then the \
 criterion's own name in a few words, a colon, and one sentence saying what to check."""
+)
 _WORDINGS = (_TEMPLATE, _ALTERNATE_TEMPLATE, _PLAIN_TEMPLATE)
 
 _PARENT_LINE = 'It is one part of the broader criterion "{name}": {definition}\n'
