@@ -248,15 +248,11 @@ def estimate_command(
 ) -> None:
     """LLM calls, prompt tokens and expected time per pipeline stage, after the cache."""
     from hdeval import estimate
-    from hdeval.hierarchy import usable_modes
     from hdeval.judge import open_judge
 
     config = _params(params)
     judge = open_judge(config.llm)
-    calibration = None
-    if calibrate:
-        modes = usable_modes(config.hierarchy, judge.likelihood_problem())[0].modes
-        calibration = estimate.calibrate(judge, config, modes)
+    calibration = estimate.calibrate(judge, config) if calibrate else None
     stages = estimate.estimate(config, judge)
     typer.echo(estimate.render(stages, calibration, judge.identity))
 

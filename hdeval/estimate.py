@@ -128,13 +128,18 @@ class Planner:
         return CriteriaTree(nodes)
 
 
-def calibrate(judge: CachedJudge, params: Params, modes: Sequence[str]) -> dict:
+def calibrate(judge: CachedJudge, params: Params) -> dict:
     """Seconds per LLM call of each kind, measured on the first real work of the pipeline (kept
-    in the cache): one training text on the layer-1 criteria, then one decomposition."""
+    in the cache): one training text on the layer-1 criteria, then one decomposition.
+
+    Both modes are timed where the judge has them, whatever ``hierarchy.modes`` says: the
+    baselines and DHP score prompts and likelihoods too.
+    """
     train, _ = load_split(params.data)
     tree = aspects_tree(params.data)
     per_call: dict[str, float] = {}
     done = 0
+    modes = ["prompt"] + (["likelihood"] if judge.likelihood_problem() is None else [])
     for mode in modes:
         unconditioned = params.hierarchy.unconditioned and mode == "likelihood"
         scorer = CriterionScorer(judge, params.task, [mode], unconditioned)

@@ -167,7 +167,8 @@ def usable_modes(params: HierarchyParams, problem: str | None) -> tuple[Hierarch
     modes = [m for m in params.modes if m != "likelihood"]
     if not modes:
         raise ConfigError(
-            f"hierarchy.modes is [likelihood] but the judge cannot score likelihoods: {problem}"
+            f"hierarchy.modes is [likelihood] but the judge cannot score likelihoods: {problem}; "
+            "write hierarchy.modes: [prompt] to score with prompts only"
         )
     why = f"the judge cannot score likelihoods: {problem}"
     return params.model_copy(update={"modes": modes}), {"likelihood features": why}

@@ -141,6 +141,9 @@ class DataParams(_Section):
 
     ``max_field_chars`` is the longest text field (source, output, reference...) a label or
     input row may hold; a longer one is an error naming its row.
+
+    ``train_texts_per_doc`` keeps at most that many randomly chosen texts of each training
+    document (``None`` keeps all); held-out documents always keep every text.
     """
 
     path: Path = Path("data/summeval/summeval.jsonl")
@@ -152,6 +155,7 @@ class DataParams(_Section):
     criteria: Path = Path("data/summeval/aspects.yaml")
     n_docs: int | None = Field(30, ge=2)
     test_fraction: float = Field(0.33, gt=0, lt=1)
+    train_texts_per_doc: int | None = Field(None, ge=1)
     seed: int = 0
     max_field_chars: int = Field(1_000_000, ge=1)
 
@@ -221,7 +225,7 @@ class HierarchyParams(_Section):
     layers: int = Field(3, ge=1, le=6)
     children: int = Field(2, ge=1, le=12)
     top_k: int = Field(2, ge=0)
-    modes: list[Mode] = Field(default_factory=lambda: ["prompt", "likelihood"], min_length=1)
+    modes: list[Mode] = Field(default_factory=lambda: ["likelihood"], min_length=1)
     unconditioned: bool = True
     proxy_aggregator: AggregatorKind = "linear"
     cv_folds: int = Field(5, ge=2)

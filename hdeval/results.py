@@ -116,9 +116,11 @@ def results_markdown(table: pd.DataFrame, dhp: Mapping[str, Mapping], metrics: M
 
 def selection_markdown(selection: Mapping, limit: int = 12) -> str:
     """Model selection's CV table (training documents only), best first, and what shipped."""
+    total = len(selection["cv_table"])
+    shown = f"best {limit} of {total} candidates" if total > limit else f"all {total} candidates"
     lines = [
         "Model selection by document-grouped CV on the training documents (defaults of each "
-        f"aggregator; best {limit} of {len(selection['cv_table'])} candidates):",
+        f"aggregator; {shown}):",
         "",
         "| features | aggregator | n features | CV Pearson |",
         "|---|---|---:|---:|",

@@ -110,3 +110,4 @@ def test_results_show_the_verdicts_and_the_cv_table() -> None:
     text = selection_markdown(selection, limit=1)
     assert "| likelihood L1-3 | linear | 3 | 0.300 |" in text and "L1-2 |" not in text
     assert "best 1 of 2 candidates" in text and "tuned CV Pearson 0.310" in text
+    assert "all 2 candidates" in selection_markdown(selection, limit=12)

@@ -18,8 +18,10 @@ from hdeval.data import (
     split_by_document,
     subsample_documents,
 )
+from hdeval.data.splitting import load_split, subsample_texts
 from hdeval.data.summeval import SUMMEVAL_ASPECTS, convert_summeval, load_summeval, summeval_row
 from hdeval.errors import ConfigError, DataValidationError
+from hdeval.params import DataParams
 
 REPO = Path(__file__).resolve().parents[1]
 SUMMEVAL = REPO / "data" / "summeval" / "summeval.jsonl"
@@ -675,6 +677,27 @@ def test_subsample_documents(tmp_path: Path) -> None:
     for bad in (0, 11):
         with pytest.raises(ConfigError):
             subsample_documents(data, bad, seed=1)
+
+
+def test_subsample_texts_keeps_at_most_k_rows_of_every_document(tmp_path: Path) -> None:
+    data = small(tmp_path, n_docs=5, per_doc=4)
+    sub = subsample_texts(data, 2, seed=3)
+    assert (sub.samples.groupby("doc_id").size() == 2).all()
+    assert set(sub.samples["doc_id"]) == set(data.samples["doc_id"])
+    assert sub.ids == [i for i in data.ids if i in set(sub.ids)]  # order follows the input
+    assert subsample_texts(data, 2, seed=3).ids == sub.ids
+    assert len({tuple(subsample_texts(data, 2, seed=s).ids) for s in range(6)}) > 1
+    assert subsample_texts(data, 9, seed=3).ids == data.ids
+    assert subsample_texts(data, None, seed=3).ids == data.ids
+
+
+def test_train_texts_per_doc_thins_training_documents_only() -> None:
+    train, test = load_split(DataParams(path=SUMMEVAL, n_docs=30, train_texts_per_doc=8))
+    full_train, full_test = load_split(DataParams(path=SUMMEVAL, n_docs=30))
+    assert test.ids == full_test.ids  # the held-out documents keep every text
+    assert set(train.samples["doc_id"]) == set(full_train.samples["doc_id"])
+    assert (train.samples.groupby("doc_id").size() == 8).all()
+    assert set(train.ids) <= set(full_train.ids)
 
 
 # --------------------------------------------------------------------------- merging

@@ -51,7 +51,7 @@ def test_estimated_calls_match_the_real_run(embedded_backend, tmp_path):
     params = _tiny_params(tmp_path)
     judge = CachedJudge(embedded_backend, ResultCache(tmp_path / "cache.sqlite"))
 
-    calibration = calibrate(judge, params, params.hierarchy.modes)
+    calibration = calibrate(judge, params)
     assert calibration["calls_done"] > 0
     assert set(calibration["seconds_per_call"]) == {"digits", "loglik", "generate"}
     stages = {s.stage: s for s in estimate(params, judge)}

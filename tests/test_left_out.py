@@ -13,7 +13,7 @@ from hdeval.text_scorers import BASELINES, without_likelihood
 
 
 def test_likelihood_mode_and_scorers_are_left_out_with_the_reason() -> None:
-    params = HierarchyParams()
+    params = HierarchyParams(modes=["prompt", "likelihood"])
     assert usable_modes(params, None) == (params, {})
     kept, left_out = usable_modes(params, "echo misaligned")
     assert kept.modes == ["prompt"] and params.modes == ["prompt", "likelihood"]

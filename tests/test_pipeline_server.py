@@ -53,6 +53,7 @@ def test_whole_pipeline_on_a_server_without_likelihoods(tmp_path, llama_server):
                 "max_retries": 1,
             },
             "hierarchy": {
+                "modes": ["prompt", "likelihood"],  # the likelihood mode is left out, and said so
                 "children": 2,
                 "top_k": 1,
                 "cv_folds": 2,

@@ -92,7 +92,8 @@ def test_feature_set_cuts_the_tree_and_orders_columns_like_the_scorer() -> None:
 def test_grouped_cv_table_ranks_the_informative_group_first() -> None:
     features, data = _data()
     groups = data.samples["doc_id"].to_numpy()
-    candidates = candidate_feature_sets(HierarchyParams(), AggregatorParams(), 3, True)
+    both = HierarchyParams(modes=["prompt", "likelihood"])
+    candidates = candidate_feature_sets(both, AggregatorParams(), 3, True)
     table = selection_table(
         TREE, features, data.targets, groups, candidates, ["linear", "tree"], 4, 0
     )

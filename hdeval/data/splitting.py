@@ -1,4 +1,4 @@
-"""Document-level subsampling, train/test splits and merging of new label files."""
+"""Document- and text-level subsampling, train/test splits and merging of new label files."""
 
 from __future__ import annotations
 
@@ -72,6 +72,21 @@ def subsample_documents(
     return _rows_of_documents(data, (documents[i] for i in chosen))
 
 
+def subsample_texts(data: LabelledData, per_doc: int | None, seed: int) -> LabelledData:
+    """Keep at most ``per_doc`` randomly chosen rows of each document (``None`` keeps all).
+
+    Row order follows ``data``; the same seed keeps the same rows.
+    """
+    if per_doc is None:
+        return data
+    rng = np.random.default_rng(seed)
+    keep = []
+    for _, rows in data.samples.groupby("doc_id", sort=False):
+        chosen = rng.choice(len(rows), size=min(per_doc, len(rows)), replace=False)
+        keep.extend(rows.index[np.sort(chosen)])
+    return data.subset(data.samples.index[data.samples.index.isin(keep)])
+
+
 # --------------------------------------------------------------------------- merging
 
 
@@ -124,4 +139,5 @@ def load_split(
     files = ", ".join(map(str, [config.path, *config.new_labels]))
     where = f"data.n_docs in {params_file} (labels: {files})"
     data = subsample_documents(data, config.n_docs, config.seed, where)
-    return split_by_document(data, config.test_fraction, config.seed)
+    train, test = split_by_document(data, config.test_fraction, config.seed)
+    return subsample_texts(train, config.train_texts_per_doc, config.seed), test
