@@ -1,4 +1,5 @@
-"""Stage prepare: validate the label files, keep ``n_docs`` documents, split by document."""
+"""Stage prepare: validate the label files, keep ``n_docs`` documents, split by document, thin
+the training documents to ``train_texts_per_doc`` texts each."""
 
 from hdeval import workspace as ws
 from hdeval.data import save_labels
