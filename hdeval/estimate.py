@@ -205,10 +205,13 @@ def estimate(params: Params, judge: CachedJudge) -> list[StageCost]:
 
     baselines = StageCost("baselines")
     task, names = params.task, params.data.aspects
-    llm_baselines = [DirectPromptScorer(judge, task, aspects, aspects=names, progress=False)]
-    llm_baselines.append(OverallPromptScorer(judge, task, aspects, aspects=names, progress=False))
+    direct = DirectPromptScorer(judge, task, aspects, aspects=names)
+    llm_baselines = [
+        DirectPromptScorer(judge, task, aspects, aspects=names, with_overall=True),
+        OverallPromptScorer(judge, task, aspects, aspects=names, with_direct=True),
+    ]
     if judge.likelihood_problem() is None:
-        llm_baselines.append(LikelihoodScorer(judge, task, aspects, aspects=names, progress=False))
+        llm_baselines.append(LikelihoodScorer(judge, task, aspects, aspects=names))
     for baseline in llm_baselines:
         planner.scoring(baselines, baseline.plan(test.samples))
     stages.append(baselines)
@@ -217,9 +220,8 @@ def estimate(params: Params, judge: CachedJudge) -> list[StageCost]:
     labels = load_labels(params.data.path, params.data.aspects, params.data.score_range)
     combined = rule_perturbed_samples(labels, params.dhp)
     planner.scoring(dhp, scorer.plan(combined, tree))
-    for baseline in llm_baselines:
-        if not isinstance(baseline, OverallPromptScorer):
-            planner.scoring(dhp, baseline.plan(combined))
+    for baseline in [direct, *llm_baselines[2:]]:
+        planner.scoring(dhp, baseline.plan(combined))
     if params.dhp.llm_perturbations:
         dhp.exact = False
         dhp.note = "estimate: LLM-made perturbations are not counted"

@@ -69,15 +69,20 @@ def make_scorers(
     aspects: Sequence[str],
     evaluator: Evaluator | None = None,
 ) -> list[TextScorer]:
-    """The named scorers (``hdeval`` and :data:`BASELINES`), all on one cached judge."""
+    """The named scorers (``hdeval`` and :data:`BASELINES`), all on one cached judge.
+
+    When both prompt baselines are named, each asks both kinds of prompt in one pass over a
+    text: the first computes them, the second reads them from the cache.
+    """
     from hdeval import baselines
 
+    both = {"direct-prompt", "overall-prompt"} <= set(names)
     makers = {
         "direct-prompt": lambda: baselines.DirectPromptScorer(
-            judge, task, aspects_tree, aspects=aspects
+            judge, task, aspects_tree, aspects=aspects, with_overall=both
         ),
         "overall-prompt": lambda: baselines.OverallPromptScorer(
-            judge, task, aspects_tree, aspects=aspects
+            judge, task, aspects_tree, aspects=aspects, with_direct=both
         ),
         "likelihood": lambda: baselines.LikelihoodScorer(
             judge, task, aspects_tree, aspects=aspects

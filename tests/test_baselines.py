@@ -253,3 +253,46 @@ def test_llm_baselines_on_two_summeval_rows_then_cached(embedded_backend, two_ro
     run = CriterionScorer(judge, task).score(two_rows, flat, progress=False)
     assert run.computed == 0
     assert math.isclose(run.features.iloc[0, 0], d.iloc[0, 0])
+
+
+@pytest.mark.model
+def test_prompt_baselines_named_together_share_one_pass(
+    embedded_backend, two_rows, tmp_path, monkeypatch
+):
+    """make_scorers asks the direct and overall prompts of a text in one call to the model
+    (one pass over its source and text), with the same scores and cache keys as one baseline
+    after the other."""
+    from hdeval.text_scorers import make_scorers
+
+    task, names = TaskSpec(), ["direct-prompt", "overall-prompt"]
+    calls: list[int] = []
+    real = embedded_backend.digit_scores
+
+    def counted(segments, suffixes):
+        calls.append(len(suffixes))
+        return real(segments, suffixes)
+
+    monkeypatch.setattr(embedded_backend, "digit_scores", counted)
+
+    def run(packed: bool) -> tuple[list[pd.DataFrame], list, CachedJudge]:
+        judge = CachedJudge(embedded_backend, ResultCache(tmp_path / f"{packed}.sqlite"))
+        if packed:
+            scorers = make_scorers(names, judge, task, TREE, ASPECTS)
+        else:
+            scorers = [
+                DirectPromptScorer(judge, task, TREE, aspects=ASPECTS),
+                OverallPromptScorer(judge, task, TREE, aspects=ASPECTS),
+            ]
+        calls.clear()
+        return [s.score(two_rows) for s in scorers], scorers, judge
+
+    apart, _, _ = run(False)
+    assert calls == [2, 2, 1, 1]  # per text: the aspects, then later the overall prompt
+    packed, (direct, overall), judge = run(True)
+    assert calls == [3, 3]  # per text: both aspects and the overall prompt together
+    assert direct.last_run.computed == 2 * 3
+    assert overall.last_run.computed == 0 and overall.last_run.cached == 2 * 3
+    for got, want in zip(packed, apart, strict=True):
+        assert list(got.columns) == list(want.columns)
+        np.testing.assert_allclose(got.to_numpy(), want.to_numpy(), atol=0.05)
+    assert judge.cache.info()["results"]["digits"] == 2 * 3  # the keys of the separate runs

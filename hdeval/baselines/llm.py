@@ -20,10 +20,6 @@ from hdeval.params import TaskSpec
 OVERALL_TEMPLATE_VERSION = "hdeval-overall-1"
 AVERAGE = "average"
 
-#: The single node scored by :class:`OverallPromptScorer`.
-OVERALL = Criterion("overall", "overall quality", "how good the text is as a whole")
-
-
 def _aspects(tree: CriteriaTree, aspects: Sequence[str] | None) -> list[Criterion]:
     """The layer-1 criteria of ``tree`` (those named in ``aspects``, in that order)."""
     roots = tree.layer(1)
@@ -60,32 +56,8 @@ class _LLMBaseline:
         return self.last_run.features
 
 
-class DirectPromptScorer(_LLMBaseline):
-    """One 1-5 prompt per layer-1 aspect (expected score from digit probabilities) + average."""
-
-    def __init__(
-        self,
-        judge: CachedJudge,
-        task: TaskSpec | None,
-        aspects_tree: CriteriaTree,
-        *,
-        aspects: Sequence[str] | None = None,
-        name: str = "direct-prompt",
-        progress: bool = False,
-    ) -> None:
-        self.aspects = [c.id for c in _aspects(aspects_tree, aspects)]
-        flat = CriteriaTree(_aspects(aspects_tree, aspects))
-        super().__init__(CriterionScorer(judge, task, ("prompt",)), flat, progress)
-        self.name = name
-        self.metrics = [*self.aspects, AVERAGE]
-
-    def score(self, samples: pd.DataFrame) -> pd.DataFrame:
-        features = self._features(samples)
-        out = pd.DataFrame(
-            {a: features[feature_column("prompt", a)] for a in self.aspects}, index=samples.index
-        )
-        out[AVERAGE] = out[self.aspects].mean(axis=1, skipna=False)
-        return out
+#: The single node of the overall-quality prompt; its id cannot clash with an aspect's.
+OVERALL = Criterion("_overall", "overall quality", "how good the text is as a whole")
 
 
 def overall_prompt(task: TaskSpec, aspects: Sequence[Criterion] = ()) -> str:
@@ -103,8 +75,10 @@ def overall_prompt(task: TaskSpec, aspects: Sequence[Criterion] = ()) -> str:
     )
 
 
-class _OverallCriterionScorer(CriterionScorer):
-    """CriterionScorer whose prompt is :func:`overall_prompt`, keyed by its own version."""
+class _PromptBaselineScorer(CriterionScorer):
+    """Prompt mode where :data:`OVERALL` is asked with :func:`overall_prompt` (keyed by its
+    own version) and every other node with its layer-1 prompt: the direct and the overall
+    prompts of a text can then share one pass over its source and text."""
 
     def __init__(self, judge: CachedJudge, task: TaskSpec | None, aspects: list) -> None:
         super().__init__(judge, task, ("prompt",))
@@ -113,13 +87,61 @@ class _OverallCriterionScorer(CriterionScorer):
     def prompt_requests(
         self, tree: CriteriaTree, criteria: Sequence[Criterion], segments: list[str]
     ) -> list[Request]:
-        suffix = overall_prompt(self.task, self.aspects)
-        key = self.judge.key(DIGITS, OVERALL_TEMPLATE_VERSION, segments, suffix)
-        return [Request(feature_column("prompt", c.id), key, suffix) for c in criteria]
+        direct = [c for c in criteria if c.id != OVERALL.id]
+        requests = super().prompt_requests(tree, direct, segments)
+        if len(direct) < len(criteria):
+            suffix = overall_prompt(self.task, self.aspects)
+            key = self.judge.key(DIGITS, OVERALL_TEMPLATE_VERSION, segments, suffix)
+            requests.append(Request(feature_column("prompt", OVERALL.id), key, suffix))
+        return requests
+
+
+def _prompt_tree(aspects: list[Criterion], direct: bool, overall: bool) -> CriteriaTree:
+    """The flat tree a prompt baseline scores: the aspects and/or :data:`OVERALL`."""
+    return CriteriaTree([*(aspects if direct else []), *([OVERALL] if overall else [])])
+
+
+class DirectPromptScorer(_LLMBaseline):
+    """One 1-5 prompt per layer-1 aspect (expected score from digit probabilities) + average.
+
+    ``with_overall`` also asks the overall prompt in the same pass over each text (what
+    :func:`~hdeval.text_scorers.make_scorers` does when both baselines are named), so an
+    :class:`OverallPromptScorer` then finds its scores in the cache.
+    """
+
+    def __init__(
+        self,
+        judge: CachedJudge,
+        task: TaskSpec | None,
+        aspects_tree: CriteriaTree,
+        *,
+        aspects: Sequence[str] | None = None,
+        name: str = "direct-prompt",
+        progress: bool = False,
+        with_overall: bool = False,
+    ) -> None:
+        roots = _aspects(aspects_tree, aspects)
+        self.aspects = [c.id for c in roots]
+        scorer = _PromptBaselineScorer(judge, task, roots)
+        super().__init__(scorer, _prompt_tree(roots, True, with_overall), progress)
+        self.name = name
+        self.metrics = [*self.aspects, AVERAGE]
+
+    def score(self, samples: pd.DataFrame) -> pd.DataFrame:
+        features = self._features(samples)
+        out = pd.DataFrame(
+            {a: features[feature_column("prompt", a)] for a in self.aspects}, index=samples.index
+        )
+        out[AVERAGE] = out[self.aspects].mean(axis=1, skipna=False)
+        return out
 
 
 class OverallPromptScorer(_LLMBaseline):
-    """A single prompt for an overall quality score (expected 1-5 score): column ``overall``."""
+    """A single prompt for an overall quality score (expected 1-5 score): column ``overall``.
+
+    ``with_direct`` asks the direct per-aspect prompts in the same pass (see
+    :class:`DirectPromptScorer`).
+    """
 
     def __init__(
         self,
@@ -130,17 +152,18 @@ class OverallPromptScorer(_LLMBaseline):
         aspects: Sequence[str] | None = None,
         name: str = "overall-prompt",
         progress: bool = False,
+        with_direct: bool = False,
     ) -> None:
         listed = [] if aspects_tree is None else _aspects(aspects_tree, aspects)
-        scorer = _OverallCriterionScorer(judge, task, listed)
-        super().__init__(scorer, CriteriaTree([OVERALL]), progress)
+        scorer = _PromptBaselineScorer(judge, task, listed)
+        super().__init__(scorer, _prompt_tree(listed, with_direct, True), progress)
         self.name = name
-        self.metrics = [OVERALL.id]
+        self.metrics = ["overall"]
 
     def score(self, samples: pd.DataFrame) -> pd.DataFrame:
         features = self._features(samples)
         overall = features[feature_column("prompt", OVERALL.id)]
-        return pd.DataFrame({OVERALL.id: overall}, index=samples.index)
+        return pd.DataFrame({"overall": overall}, index=samples.index)
 
 
 class LikelihoodScorer(_LLMBaseline):
