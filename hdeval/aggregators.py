@@ -82,13 +82,21 @@ def make_aggregator(kind: str, random_state: int = 0, **params: Any) -> Pipeline
     return Pipeline(steps)
 
 
-def search_space(kind: str, trial) -> dict[str, Any]:
+def constraints(kind: str, nonnegative: bool) -> dict[str, Any]:
+    """Parameters fixed for every fit of ``kind`` (``aggregator.nonnegative``): a linear
+    aggregator with non-negative weights, so a text scored lower on every criterion is never
+    scored higher. Trees, forests and MLPs take no constraint."""
+    _check_kind(kind)
+    return {"positive": True} if kind == "linear" and nonnegative else {}
+
+
+def search_space(kind: str, trial, fixed: dict[str, Any] | None = None) -> dict[str, Any]:
     """Sample estimator parameters for ``kind`` from an optuna ``trial`` (pass to make_aggregator).
 
-    Ranges:
+    ``fixed`` (see :func:`constraints`) is merged in and not searched. Ranges:
 
     - linear: ``alpha`` 1e-3..1e3 (log), ``positive`` in {False, True} (non-negative weights on
-      the criteria).
+      the criteria) unless fixed.
     - tree: ``max_depth`` 2..12, ``min_samples_leaf`` 1..50 (log), ``max_features`` 0.3..1.0.
     - forest: ``n_estimators`` 50..400 (log), ``max_depth`` 2..16, ``min_samples_leaf`` 1..20
       (log), ``max_features`` 0.2..1.0.
@@ -98,11 +106,16 @@ def search_space(kind: str, trial) -> dict[str, Any]:
     Works with an ``optuna.trial.FixedTrial`` too, to rebuild parameters from stored values.
     """
     _check_kind(kind)
+    fixed = fixed or {}
+    return {**_searched(kind, trial, fixed), **fixed}
+
+
+def _searched(kind: str, trial, fixed: dict[str, Any]) -> dict[str, Any]:
     if kind == "linear":
-        return {
-            "alpha": trial.suggest_float("alpha", 1e-3, 1e3, log=True),
-            "positive": trial.suggest_categorical("positive", [False, True]),
-        }
+        space = {"alpha": trial.suggest_float("alpha", 1e-3, 1e3, log=True)}
+        if "positive" not in fixed:
+            space["positive"] = trial.suggest_categorical("positive", [False, True])
+        return space
     if kind == "tree":
         return {
             "max_depth": trial.suggest_int("max_depth", 2, 12),

@@ -82,6 +82,7 @@ def train_evaluator(
         selected.params,
         seed,
         params.data.ranges(),
+        params.aggregator.nonnegative,
     )
     predictions[HDEVAL] = scores.aspects
     metrics: dict = {

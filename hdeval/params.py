@@ -249,6 +249,11 @@ class AggregatorParams(_Section):
     best instead (linear, then tree, forest, MLP; then fewer features): differences inside CV
     noise say nothing, while a simpler model behaves predictably on texts unlike the training
     ones. 0 ships the CV-best.
+
+    ``nonnegative`` keeps a linear aggregator's weights on the criteria non-negative (every
+    criterion score is higher-is-better), so a text scored lower on every criterion is never
+    scored higher: signed weights fit contrasts between nearly collinear criteria that a
+    perturbation does not respect (DHP). False lets the search try signed weights too.
     """
 
     kinds: list[AggregatorKind] = Field(
@@ -262,6 +267,7 @@ class AggregatorParams(_Section):
     n_trials: int = Field(20, ge=0)
     cv_folds: int = Field(5, ge=2)
     prefer_simpler_within: float = Field(0.01, ge=0.0, le=1.0)
+    nonnegative: bool = True
 
     @model_validator(mode="before")
     @classmethod

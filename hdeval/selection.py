@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 from sklearn.exceptions import ConvergenceWarning
 
+from hdeval.aggregators import constraints
 from hdeval.columns import feature_columns
 from hdeval.criteria import CriteriaTree
 from hdeval.errors import ConfigError
@@ -95,13 +96,16 @@ def selection_table(
     kinds: Sequence[str],
     n_splits: int,
     seed: int,
+    nonnegative: bool = False,
 ) -> pd.DataFrame:
-    """Grouped-CV mean Pearson r of every (feature set, kind), best first (ties: listed order)."""
+    """Grouped-CV mean Pearson r of every (feature set, kind), best first (ties: listed order);
+    each kind with its defaults and :func:`~hdeval.aggregators.constraints`."""
+    fixed = {kind: constraints(kind, nonnegative) for kind in kinds}
     rows = []
     with warnings.catch_warnings():  # an MLP that has not converged is still a fair candidate
         warnings.simplefilter("ignore", ConvergenceWarning)
         for candidate in candidates:
-            rows.extend(_rows(tree, features, targets, groups, candidate, kinds, n_splits, seed))
+            rows.extend(_rows(tree, features, targets, groups, candidate, fixed, n_splits, seed))
     table = pd.DataFrame(rows, columns=TABLE_COLUMNS)
     return table.sort_values("cv_pearson", ascending=False, kind="stable").reset_index(drop=True)
 
@@ -112,11 +116,11 @@ def _rows(
     targets: pd.DataFrame,
     groups: Sequence | np.ndarray,
     candidate: FeatureSet,
-    kinds: Sequence[str],
+    fixed: dict[str, dict],
     n_splits: int,
     seed: int,
 ) -> list[dict]:
-    """The CV rows of one feature set, a row per kind."""
+    """The CV rows of one feature set, a row per kind of ``fixed`` (kind: its constraints)."""
     columns = candidate.columns(tree)
     missing = [c for c in columns if c not in features.columns]
     if missing:
@@ -130,9 +134,9 @@ def _rows(
             "unconditioned": candidate.unconditioned,
             "kind": kind,
             "n_features": len(columns),
-            "cv_pearson": cv_score(kind, {}, chosen, targets, groups, n_splits, seed),
+            "cv_pearson": cv_score(kind, params, chosen, targets, groups, n_splits, seed),
         }
-        for kind in kinds
+        for kind, params in fixed.items()
     ]
 
 

@@ -108,6 +108,7 @@ def select_and_fit(
     The Optuna study lives in ``work_dir`` (kept across runs), named by the kind and a
     fingerprint of the chosen features, so a killed run resumes with only the missing trials.
     """
+    from hdeval.aggregators import constraints
     from hdeval.tuning import cv_score, data_fingerprint, tune
 
     check_failed_shares(features, params.hierarchy.max_failed_share)
@@ -118,12 +119,15 @@ def select_and_fit(
     candidates = candidate_feature_sets(
         params.hierarchy, search, tree.depth, UNCONDITIONED in features.columns
     )
-    table = selection_table(tree, features, targets, groups, candidates, search.kinds, folds, seed)
+    table = selection_table(
+        tree, features, targets, groups, candidates, search.kinds, folds, seed, search.nonnegative
+    )
     feature_set, kind, score = best_candidate(table, candidates, search.prefer_simpler_within)
     chosen = features[feature_set.columns(tree)]
-    best: dict = {}
+    best = constraints(kind, search.nonnegative)
     if search.n_trials:
         work_dir.mkdir(parents=True, exist_ok=True)
+        space = "".join(f"-{k}={v}" for k, v in best.items())  # one study per search space
         tuned = tune(
             kind,
             chosen,
@@ -132,8 +136,9 @@ def select_and_fit(
             search.n_trials,
             seed,
             work_dir / "optuna.sqlite",
-            f"{kind}-{data_fingerprint(chosen, targets, groups)[:16]}",
+            f"{kind}{space}-{data_fingerprint(chosen, targets, groups)[:16]}",
             n_splits=folds,
+            fixed=best,
         )
         tuned_score = cv_score(kind, tuned, chosen, targets, groups, folds, seed)
         if tuned_score > score:
@@ -152,16 +157,21 @@ def ablation_predictions(
     params: dict,
     seed: int,
     ranges: dict[str, tuple[float, float]] | None = None,
+    nonnegative: bool = False,
 ) -> dict[str, pd.DataFrame]:
     """Held-out predictions of every ablation (:func:`feature_subsets`) and of averaged scores.
 
-    ``hdeval`` uses the tuned ``params``; the ablations use the aggregator's defaults. Predictions
-    are clipped to each aspect's ``ranges``, as the exported bundle's are.
+    ``hdeval`` uses the tuned ``params``; the ablations use the aggregator's defaults under the
+    same :func:`~hdeval.aggregators.constraints`. Predictions are clipped to each aspect's
+    ``ranges``, as the exported bundle's are.
     """
+    from hdeval.aggregators import constraints
+
+    defaults = constraints(kind, nonnegative)
     predictions = {}
     for name, columns in feature_subsets(tree, list(train_x.columns)).items():
         model = fit_aggregator(
-            kind, params if name == "hdeval" else {}, train_x[columns], train.targets, seed
+            kind, params if name == "hdeval" else defaults, train_x[columns], train.targets, seed
         )
         predictions[name] = pd.DataFrame(
             clip_to_ranges(

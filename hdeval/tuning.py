@@ -115,9 +115,11 @@ def completed_trials(study: optuna.Study) -> int:
     return len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
 
 
-def best_params(kind: str, study: optuna.Study) -> dict[str, Any]:
+def best_params(
+    kind: str, study: optuna.Study, fixed: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The best trial's parameters, rebuilt into ``make_aggregator`` keyword arguments."""
-    return search_space(kind, optuna.trial.FixedTrial(study.best_trial.params))
+    return search_space(kind, optuna.trial.FixedTrial(study.best_trial.params), fixed)
 
 
 def tune(
@@ -132,8 +134,12 @@ def tune(
     *,
     n_splits: int = 5,
     verbose: bool = False,
+    fixed: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Search ``kind``'s hyper-parameters; returns the best ones as ``make_aggregator`` kwargs.
+
+    ``fixed`` parameters (:func:`~hdeval.aggregators.constraints`) are not searched; a study
+    holds one search space, so give each ``fixed`` its own ``study_name``.
 
     Runs as many trials as the study lacks to hold ``n_trials`` completed ones (none if it already
     does); trials that failed or were cut off by a killed run do not count. An error in a trial
@@ -146,7 +152,7 @@ def tune(
         raise ConfigError(f"X, Y and groups differ in length: {len(X)}, {len(Y)}, {len(groups)}")
 
     def objective(trial: optuna.Trial) -> float:
-        return cv_score(kind, search_space(kind, trial), X, Y, groups, n_splits, seed)
+        return cv_score(kind, search_space(kind, trial, fixed), X, Y, groups, n_splits, seed)
 
     with _optuna_verbosity(verbose):
         study = open_study(storage_path, study_name, seed)
@@ -154,4 +160,4 @@ def tune(
         remaining = n_trials - completed_trials(study)
         if remaining > 0:
             study.optimize(objective, n_trials=remaining)
-        return best_params(kind, study)
+        return best_params(kind, study, fixed)

@@ -41,6 +41,7 @@ def main() -> None:
         best["params"],
         seed,
         params.data.ranges(),
+        params.aggregator.nonnegative,
     )
     predictions["hdeval"] = scores.aspects  # the exported bundle itself, not a refit
     out = ws.fresh(ws.EVALUATE)

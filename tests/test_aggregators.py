@@ -11,7 +11,13 @@ import pytest
 from sklearn.metrics import r2_score
 from sklearn.pipeline import Pipeline
 
-from hdeval.aggregators import KINDS, averaged_baseline, make_aggregator, search_space
+from hdeval.aggregators import (
+    KINDS,
+    averaged_baseline,
+    constraints,
+    make_aggregator,
+    search_space,
+)
 from hdeval.criteria import CriteriaTree, Criterion
 from hdeval.errors import ConfigError
 
@@ -131,3 +137,26 @@ def test_averaged_baseline_means_scores_under_each_aspect() -> None:
         averaged_baseline(features, _tree())
     with pytest.raises(ConfigError, match="'flu'"):
         averaged_baseline(features[["prompt:coh"]], _tree(), source="prompt")
+
+
+def test_nonnegative_linear_keeps_weights_nonnegative_and_is_not_searched() -> None:
+    """Two nearly collinear criteria, the target following their difference: a signed ridge
+    weighs one of them negatively; with ``aggregator.nonnegative`` no weight is below zero and
+    Optuna never proposes signed weights."""
+    assert constraints("linear", True) == {"positive": True}
+    assert constraints("linear", False) == {} and constraints("forest", True) == {}
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=300)
+    X = np.column_stack([base, base + 0.1 * rng.normal(size=300), rng.normal(size=300)])
+    y = np.column_stack([X[:, 1] - X[:, 0] + 0.3 * X[:, 2], X[:, 2]])
+    signed = make_aggregator("linear", alpha=0.01).fit(X, y).named_steps["model"].coef_
+    assert (signed < -0.1).any()
+    fixed = constraints("linear", True)
+    kept = make_aggregator("linear", alpha=0.01, **fixed).fit(X, y).named_steps["model"].coef_
+    assert (kept >= 0).all()
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    for _ in range(10):
+        trial = study.ask()
+        params = search_space("linear", trial, fixed)
+        assert params["positive"] is True and "positive" not in trial.params
+        assert search_space("linear", optuna.trial.FixedTrial(trial.params), fixed) == params

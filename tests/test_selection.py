@@ -142,3 +142,29 @@ def test_the_simplest_candidate_within_the_margin_is_shipped() -> None:
     assert best_candidate(table, [text, plain], 0.01) == (plain, "linear", 0.364)
     assert best_candidate(table, [text, plain], 0.001) == (text, "mlp", 0.369)
     assert best_candidate(table, [text, plain], 0.1)[:2] == (plain, "linear")
+
+
+def test_the_shipped_linear_aggregator_is_nonnegative_and_each_space_has_its_study(
+    tmp_path,
+) -> None:
+    """``aggregator.nonnegative`` reaches selection, tuning and the final fit; switching it
+    on a kept Optuna file starts a study of its own instead of resuming the other space."""
+    features, data = _data()
+    features["lik:flu_a"] = -features["lik:flu_a"]  # a criterion that tracks the target inversely
+
+    def ship(nonnegative: bool):
+        search = AggregatorParams(
+            kinds=["linear"], n_trials=3, cv_folds=4, nonnegative=nonnegative
+        )
+        return select_and_fit(Params(aggregator=search), TREE, features, data, tmp_path)
+
+    signed = ship(False)
+    assert (signed.model.named_steps["model"].coef_ < 0).any()
+    kept = ship(True)
+    assert (kept.model.named_steps["model"].coef_ >= 0).all()
+    assert kept.params["positive"] is True
+    assert kept.cv_pearson < signed.cv_pearson  # the constraint costs the inverse criterion
+    import optuna
+
+    names = optuna.get_all_study_names(f"sqlite:///{tmp_path / 'optuna.sqlite'}")
+    assert len(names) == 2 and any("positive=True" in n for n in names)
