@@ -205,14 +205,14 @@ def estimate(params: Params, judge: CachedJudge) -> list[StageCost]:
 
     baselines = StageCost("baselines")
     task, names = params.task, params.data.aspects
-    direct = DirectPromptScorer(judge, task, aspects, aspects=names)
-    llm_baselines = [
+    prompts = [  # both named: one pass over each text, as make_scorers builds them
         DirectPromptScorer(judge, task, aspects, aspects=names, with_overall=True),
         OverallPromptScorer(judge, task, aspects, aspects=names, with_direct=True),
     ]
+    likelihood = []
     if judge.likelihood_problem() is None:
-        llm_baselines.append(LikelihoodScorer(judge, task, aspects, aspects=names))
-    for baseline in llm_baselines:
+        likelihood.append(LikelihoodScorer(judge, task, aspects, aspects=names))
+    for baseline in [*prompts, *likelihood]:
         planner.scoring(baselines, baseline.plan(test.samples))
     stages.append(baselines)
 
@@ -220,8 +220,8 @@ def estimate(params: Params, judge: CachedJudge) -> list[StageCost]:
     labels = load_labels(params.data.path, params.data.aspects, params.data.score_range)
     combined = rule_perturbed_samples(labels, params.dhp)
     planner.scoring(dhp, scorer.plan(combined, tree))
-    for baseline in [direct, *llm_baselines[2:]]:
-        planner.scoring(dhp, baseline.plan(combined))
+    for baseline in [DirectPromptScorer(judge, task, aspects, aspects=names), *likelihood]:
+        planner.scoring(dhp, baseline.plan(combined))  # DHP scores the direct prompts alone
     if params.dhp.llm_perturbations:
         dhp.exact = False
         dhp.note = "estimate: LLM-made perturbations are not counted"
