@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from hdeval.aggregators import averaged_baseline
+from hdeval.aggregators import averaged_baseline, constraints, make_aggregator
 from hdeval.bundle import export_bundle
 from hdeval.columns import UNCONDITIONED, check_failed_shares, criterion_of, of_mode
 from hdeval.criteria import CriteriaTree
@@ -33,8 +33,6 @@ def fit_aggregator(
     kind: str, params: dict, features: pd.DataFrame, targets: pd.DataFrame, seed: int
 ):
     """Fit an aggregator of ``kind`` with ``params`` on all rows."""
-    from hdeval.aggregators import make_aggregator
-
     model = make_aggregator(kind, random_state=seed, **params)
     return model.fit(features.to_numpy(dtype=float), targets.to_numpy(dtype=float))
 
@@ -108,7 +106,6 @@ def select_and_fit(
     The Optuna study lives in ``work_dir`` (kept across runs), named by the kind and a
     fingerprint of the chosen features, so a killed run resumes with only the missing trials.
     """
-    from hdeval.aggregators import constraints
     from hdeval.tuning import cv_score, data_fingerprint, tune
 
     check_failed_shares(features, params.hierarchy.max_failed_share)
@@ -165,8 +162,6 @@ def ablation_predictions(
     same :func:`~hdeval.aggregators.constraints`. Predictions are clipped to each aspect's
     ``ranges``, as the exported bundle's are.
     """
-    from hdeval.aggregators import constraints
-
     defaults = constraints(kind, nonnegative)
     predictions = {}
     for name, columns in feature_subsets(tree, list(train_x.columns)).items():

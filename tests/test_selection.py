@@ -4,6 +4,7 @@ informative feature group and the shipped bundle's columns, and that the CV tabl
 from __future__ import annotations
 
 import numpy as np
+import optuna
 import pandas as pd
 import pytest
 
@@ -153,9 +154,7 @@ def test_the_shipped_linear_aggregator_is_nonnegative_and_each_space_has_its_stu
     features["lik:flu_a"] = -features["lik:flu_a"]  # a criterion that tracks the target inversely
 
     def ship(nonnegative: bool):
-        search = AggregatorParams(
-            kinds=["linear"], n_trials=3, cv_folds=4, nonnegative=nonnegative
-        )
+        search = AggregatorParams(kinds=["linear"], n_trials=3, cv_folds=4, nonnegative=nonnegative)
         return select_and_fit(Params(aggregator=search), TREE, features, data, tmp_path)
 
     signed = ship(False)
@@ -164,7 +163,5 @@ def test_the_shipped_linear_aggregator_is_nonnegative_and_each_space_has_its_stu
     assert (kept.model.named_steps["model"].coef_ >= 0).all()
     assert kept.params["positive"] is True
     assert kept.cv_pearson < signed.cv_pearson  # the constraint costs the inverse criterion
-    import optuna
-
     names = optuna.get_all_study_names(f"sqlite:///{tmp_path / 'optuna.sqlite'}")
     assert len(names) == 2 and any("positive=True" in n for n in names)

@@ -20,6 +20,7 @@ from hdeval.params import TaskSpec
 OVERALL_TEMPLATE_VERSION = "hdeval-overall-1"
 AVERAGE = "average"
 
+
 def _aspects(tree: CriteriaTree, aspects: Sequence[str] | None) -> list[Criterion]:
     """The layer-1 criteria of ``tree`` (those named in ``aspects``, in that order)."""
     roots = tree.layer(1)
@@ -143,6 +144,8 @@ class OverallPromptScorer(_LLMBaseline):
     :class:`DirectPromptScorer`).
     """
 
+    COLUMN = "overall"
+
     def __init__(
         self,
         judge: CachedJudge,
@@ -158,12 +161,12 @@ class OverallPromptScorer(_LLMBaseline):
         scorer = _PromptBaselineScorer(judge, task, listed)
         super().__init__(scorer, _prompt_tree(listed, with_direct, True), progress)
         self.name = name
-        self.metrics = ["overall"]
+        self.metrics = [self.COLUMN]
 
     def score(self, samples: pd.DataFrame) -> pd.DataFrame:
         features = self._features(samples)
         overall = features[feature_column("prompt", OVERALL.id)]
-        return pd.DataFrame({"overall": overall}, index=samples.index)
+        return pd.DataFrame({self.COLUMN: overall}, index=samples.index)
 
 
 class LikelihoodScorer(_LLMBaseline):
