@@ -8,7 +8,11 @@ tokens per text (layers: training texts; evaluate and baselines: held-out texts;
 perturbed and original texts it scored). The CPU line (``lscpu`` model, bf16/AVX flags) and the
 judge's precision come first. Figures only; nothing is asserted.
 
-    python benchmarks/default_run.py [--params params.yaml] [--keep DIR]
+``--isa avx2`` holds torch's kernels (ATen, oneDNN, MKL, fbgemm) to AVX2, so that a CPU with
+AVX512 or AMX runs the code paths of an AVX2-only one (``dtype: auto`` then picks fp32 with int8
+Linear layers). It is not that CPU: clock, caches and memory stay this machine's.
+
+    python benchmarks/default_run.py [--params params.yaml] [--keep DIR] [--isa avx2]
 """
 
 from __future__ import annotations
@@ -28,6 +32,12 @@ from scoring import cpu_line
 
 REPO = Path(__file__).resolve().parents[1]
 STAGE = re.compile(r"Running stage '([^']+)'")
+AVX2_ONLY = {
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "ONEDNN_MAX_CPU_ISA": "AVX2",
+    "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+    "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2",
+}
 
 
 def repro(root: Path, env: dict) -> dict[str, float]:
@@ -68,6 +78,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--params", type=Path, default=REPO / "params.yaml")
     parser.add_argument("--keep", type=Path, help="run in this (new) directory and keep it")
+    parser.add_argument("--isa", choices=["native", "avx2"], default="native")
     args = parser.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="hdeval-default-run-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -80,9 +91,11 @@ def main() -> None:
         "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"],
         "HDEVAL_CACHE": str(root / "llm-cache.sqlite"),
         "PYTHONPATH": str(root),
+        **(AVX2_ONLY if args.isa == "avx2" else {}),
     }
     subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=root, env=env, check=True)
-    print(cpu_line(), flush=True)
+    cpu = cpu_line() + ("; kernels held to AVX2 (--isa avx2)" if args.isa == "avx2" else "")
+    print(cpu, flush=True)
     start = time.perf_counter()
     seconds = repro(root, env)
     total = time.perf_counter() - start
@@ -90,7 +103,7 @@ def main() -> None:
     stages = metrics["llm"]["stages"]
     os.chdir(root)  # params name their files relative to the project
     texts = texts_per_stage(root / "params.yaml", metrics)
-    print(f"\n{cpu_line()}\njudge: {metrics['llm']['identity']}")
+    print(f"\n{cpu}\njudge: {metrics['llm']['identity']}")
     print(f"rows: {metrics['rows']['train']} training, {metrics['rows']['test']} held out")
     print(f"{'stage':<11} {'wall s':>7} {'LLM calls':>9} {'prompt tok':>10} {'texts':>6} "
           f"{'s/text':>7} {'tok/text':>8}")  # fmt: skip

@@ -175,3 +175,21 @@ def test_int8_judge_loads_scores_close_to_fp32_and_has_its_own_identity(
     assert max(diffs) <= 0.75
     assert 0 < lik_diff <= 0.6
     assert int8.generate("Name one colour.", max_new_tokens=4)  # the decomposer's path
+
+
+def test_kernels_capped_to_avx2_pick_the_avx2_only_precision():
+    """``dtype: auto`` / ``quantize: auto`` under ``ATEN_CPU_CAPABILITY=avx2`` choose fp32 with
+    int8 Linear layers, as on a CPU without bf16, even where the CPU has AVX512-BF16 or AMX."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "from hdeval.llm.local import resolve_dtype, resolve_quantize; "
+        "print(resolve_dtype('auto'), resolve_quantize('auto', 'auto', 'cpu'))"
+    )
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "avx2"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["torch.float32", "int8"]

@@ -40,7 +40,13 @@ _PLACEHOLDER = "\u2063HDEVAL_MESSAGE\u2063"
 
 
 def cpu_supports_bf16() -> bool:
-    """True where bf16 matmuls are native on this CPU (AVX512-BF16 or AMX)."""
+    """True where bf16 matmuls are native on this CPU (AVX512-BF16 or AMX).
+
+    Also false where torch's kernels are held below AVX512 (``ATEN_CPU_CAPABILITY=avx2``), so
+    that a CPU capped to AVX2 picks what an AVX2-only one does.
+    """
+    if torch.backends.cpu.get_cpu_capability() != "AVX512":
+        return False
     try:
         flags = Path("/proc/cpuinfo").read_text()
     except OSError:
