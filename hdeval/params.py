@@ -234,7 +234,7 @@ class HierarchyParams(_Section):
     max_failed_share: float = Field(0.2, ge=0, le=1)
     decomposer: LLMConfig | None = None
     overrides: dict[str, CriterionOverride] = Field(default_factory=dict)
-    min_mode_gain: float | None = 0.01
+    min_mode_gain: float | None = 0.02
 
 
 class AggregatorParams(_Section):
