@@ -123,7 +123,6 @@ def select_and_fit(
     chosen = features[feature_set.columns(tree)]
     best = constraints(kind, search.nonnegative)
     if search.n_trials:
-        work_dir.mkdir(parents=True, exist_ok=True)
         space = "".join(f"-{k}={v}" for k, v in best.items())  # one study per search space
         tuned = tune(
             kind,

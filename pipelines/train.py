@@ -21,6 +21,7 @@ def main() -> None:
     # the modes the final layer scored (a server without likelihoods, or mode pruning, drops some)
     hierarchy = params.hierarchy.model_copy(update={"modes": report["modes"]})
     params = params.model_copy(update={"hierarchy": hierarchy})
+    ws.TUNE.mkdir(parents=True, exist_ok=True)  # persistent: kept Optuna studies stay
     selected = select_and_fit(params, tree, features, train, ws.TUNE)
     ws.write_json(
         ws.TUNE / "best_params.json",

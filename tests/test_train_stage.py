@@ -1,0 +1,54 @@
+"""Stage ``train`` as ``dvc repro`` runs it, in a fresh workspace (no ``work/tune`` yet)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from tests.test_selection import TREE, _data
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_train_stage_without_tuning_writes_its_outs_in_a_fresh_workspace(tmp_path) -> None:
+    """``aggregator.n_trials: 0`` (the Topical-Chat preset) opens no Optuna study, and the stage
+    still writes ``work/tune/best_params.json`` and the bundle on a first run."""
+    features, data = _data()
+    targets = data.targets
+    scaled = 1 + 4 * (targets - targets.min()) / (targets.max() - targets.min())
+    prepared = tmp_path / "work" / "prepared"
+    prepared.mkdir(parents=True)
+    rows = [
+        {
+            "id": i,
+            **data.samples.loc[i, ["doc_id", "system_id", "source", "output"]].to_dict(),
+            "scores": scaled.loc[i].to_dict(),
+        }
+        for i in data.samples.index
+    ]
+    (prepared / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    layer = tmp_path / "work" / "layers" / "3"
+    layer.mkdir(parents=True)
+    TREE.to_yaml(layer / "tree.yaml")
+    features.to_csv(layer / "features.csv")
+    report = {"modes": ["prompt", "likelihood"], "llm_identity": "test-judge"}
+    (layer / "report.json").write_text(json.dumps(report))
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["data"].update(aspects=["coherence", "fluency"], score_range=[1.0, 5.0])
+    params["hierarchy"].update(modes=["prompt", "likelihood"])
+    params["aggregator"].update(kinds=["linear"], n_trials=0, cv_folds=4)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    subprocess.run(
+        [sys.executable, str(REPO / "pipelines" / "train.py")], cwd=tmp_path, env=env, check=True
+    )
+    best = json.loads((tmp_path / "work" / "tune" / "best_params.json").read_text())
+    assert best["kind"] == "linear" and "likelihood" in best["modes"]
+    assert not (tmp_path / "work" / "tune" / "optuna.sqlite").exists()
+    assert any((tmp_path / "models" / "evaluator").iterdir())
