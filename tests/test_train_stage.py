@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from tests.dvc_project import write_jsonl
 from tests.test_selection import TREE, _data
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,7 +32,7 @@ def test_train_stage_without_tuning_writes_its_outs_in_a_fresh_workspace(tmp_pat
         }
         for i in data.samples.index
     ]
-    (prepared / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_jsonl(prepared / "train.jsonl", rows)
     layer = tmp_path / "work" / "layers" / "3"
     layer.mkdir(parents=True)
     TREE.to_yaml(layer / "tree.yaml")
