@@ -193,3 +193,23 @@ def test_kernels_capped_to_avx2_pick_the_avx2_only_precision():
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.split() == ["torch.float32", "int8"]
+
+
+def test_auto_precision_is_bf16_only_with_amx_tiles():
+    """AVX512-BF16 without AMX ran bf16 slower than fp32 (and 4x slower than int8): such a CPU
+    gets fp32 with int8 Linear layers; one with AMX keeps bf16; the live CPU follows the rule."""
+    from pathlib import Path
+
+    import torch
+
+    from hdeval.llm.local import bf16_is_fast, resolve_dtype, resolve_quantize
+
+    no_amx = ["avx2", "avx512f", "avx512_vnni", "avx512_bf16"]
+    assert not bf16_is_fast(no_amx, "AVX512")
+    assert bf16_is_fast([*no_amx, "amx_bf16", "amx_tile"], "AVX512")
+    assert not bf16_is_fast([*no_amx, "amx_bf16"], "AVX2")
+    live = bf16_is_fast(
+        Path("/proc/cpuinfo").read_text().split(), torch.backends.cpu.get_cpu_capability()
+    )
+    assert resolve_dtype("auto") == (torch.bfloat16 if live else torch.float32)
+    assert resolve_quantize("auto", "auto", "cpu") == ("none" if live else "int8")
