@@ -63,9 +63,10 @@ class LLMConfig(_Section):
     model's own; a server enforces its own context, and a longer prompt is a recorded failure.
 
     ``quantize: int8`` (local backends, CPU) runs the judge's Linear layers, the vocabulary
-    projection included, with dynamic int8 weights (torch, fbgemm/x86): for CPUs without bf16,
-    where ``dtype: auto`` picks fp32. ``quantize: auto`` does so exactly there (a local judge
-    with ``dtype: auto`` on a CPU without bf16) and nowhere else; a server ignores it. Its
+    projection included, with dynamic int8 weights (torch, fbgemm/x86): for CPUs without AMX,
+    where ``dtype: auto`` picks fp32 (bf16 without AMX tiles is slower than fp32).
+    ``quantize: auto`` does so exactly there (a local judge with ``dtype: auto`` on a CPU
+    without AMX) and nowhere else; a server ignores it. Its
     scores differ slightly from fp32 ones, so it is part of
     the judge's identity and never shares cache entries with them (benchmarks/README.md has its
     speed and agreement).
@@ -254,6 +255,13 @@ class AggregatorParams(_Section):
     criterion score is higher-is-better), so a text scored lower on every criterion is never
     scored higher: signed weights fit contrasts between nearly collinear criteria that a
     perturbation does not respect (DHP). False lets the search try signed weights too.
+
+    With ``nonnegative``, ``max_rising_share`` holds every other kind to the same promise: a
+    candidate fit on all training rows may score at most this share of the training texts
+    higher when every criterion score of the text is lowered by 0.5 to 4 standard deviations
+    (:mod:`hdeval.monotonicity`; what a typo or a deleted word does to a text, and what DHP then
+    tests), or it is not shipped; tuned parameters that fail it are dropped for the defaults.
+    ``null`` checks nothing; the share is in the CV table either way.
     """
 
     kinds: list[AggregatorKind] = Field(
@@ -268,6 +276,12 @@ class AggregatorParams(_Section):
     cv_folds: int = Field(5, ge=2)
     prefer_simpler_within: float = Field(0.01, ge=0.0, le=1.0)
     nonnegative: bool = True
+    max_rising_share: float | None = Field(0.0, ge=0.0, le=1.0)
+
+    @property
+    def rising_limit(self) -> float | None:
+        """The ``rising_share`` a shipped aggregator may have; None: not checked."""
+        return self.max_rising_share if self.nonnegative else None
 
     @model_validator(mode="before")
     @classmethod

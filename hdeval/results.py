@@ -120,14 +120,17 @@ def selection_markdown(selection: Mapping, limit: int = 12) -> str:
     shown = f"best {limit} of {total} candidates" if total > limit else f"all {total} candidates"
     lines = [
         "Model selection by document-grouped CV on the training documents (defaults of each "
-        f"aggregator; {shown}):",
+        f"aggregator; {shown}). Rises when worse: the share of training texts scored higher "
+        "when every criterion score is lowered (aggregator.max_rising_share):",
         "",
-        "| features | aggregator | n features | CV Pearson |",
-        "|---|---|---:|---:|",
+        "| features | aggregator | n features | CV Pearson | rises when worse |",
+        "|---|---|---:|---:|---:|",
     ]
     for row in selection["cv_table"][:limit]:
+        rising = row.get("rising_share")
         lines.append(
-            f"| {row['features']} | {row['kind']} | {row['n_features']} | {row['cv_pearson']:.3f} |"
+            f"| {row['features']} | {row['kind']} | {row['n_features']} | "
+            f"{row['cv_pearson']:.3f} | {'' if rising is None else f'{100 * rising:.0f} %'} |"
         )
     shipped = (
         f"Shipped: {selection['kind']} on {selection['features']}, tuned CV Pearson "
@@ -136,8 +139,9 @@ def selection_markdown(selection: Mapping, limit: int = 12) -> str:
     top = selection["cv_table"][0]
     if (top["features"], top["kind"]) != (selection["features"], selection["kind"]):
         shipped += (
-            f": the simplest candidate within aggregator.prefer_simpler_within of the CV-best "
-            f"({top['kind']} on {top['features']}, {top['cv_pearson']:.3f})"
+            f", not the CV-best ({top['kind']} on {top['features']}, {top['cv_pearson']:.3f}): "
+            "the simplest candidate within aggregator.prefer_simpler_within of the best one "
+            "that aggregator.max_rising_share allows"
         )
     lines += ["", shipped + "."]
     return "\n".join(lines) + "\n"

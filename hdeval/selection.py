@@ -5,6 +5,8 @@ A candidate is a feature set (the modes scored, the deepest layer of the tree, w
 unconditioned likelihood ``lik:_text``) and an aggregator kind. Every candidate gets the same
 document-grouped CV as tuning (:func:`hdeval.tuning.cv_score`) with the kind's defaults; the
 CV-best one (or the simplest within ``aggregator.prefer_simpler_within`` of it) is then tuned and
+shipped. A candidate fit on all training rows that scores texts higher when every criterion score
+falls (:func:`~hdeval.monotonicity.rising_share` above ``aggregator.max_rising_share``) is not
 shipped. Held-out documents are never seen here.
 """
 
@@ -18,14 +20,24 @@ import numpy as np
 import pandas as pd
 from sklearn.exceptions import ConvergenceWarning
 
-from hdeval.aggregators import constraints
+from hdeval.aggregators import constraints, make_aggregator
 from hdeval.columns import feature_columns
 from hdeval.criteria import CriteriaTree
 from hdeval.errors import ConfigError
+from hdeval.monotonicity import rising_share
 from hdeval.params import AggregatorParams, HierarchyParams, Mode
 from hdeval.tuning import cv_score
 
-TABLE_COLUMNS = ["features", "modes", "layers", "unconditioned", "kind", "n_features", "cv_pearson"]
+TABLE_COLUMNS = [
+    "features",
+    "modes",
+    "layers",
+    "unconditioned",
+    "kind",
+    "n_features",
+    "cv_pearson",
+    "rising_share",
+]
 
 
 @dataclass(frozen=True)
@@ -98,8 +110,9 @@ def selection_table(
     seed: int,
     nonnegative: bool = False,
 ) -> pd.DataFrame:
-    """Grouped-CV mean Pearson r of every (feature set, kind), best first (ties: listed order);
-    each kind with its defaults and :func:`~hdeval.aggregators.constraints`."""
+    """Grouped-CV mean Pearson r of every (feature set, kind), best first (ties: listed order),
+    and the :func:`~hdeval.monotonicity.rising_share` of the kind fit on all rows; each kind with
+    its defaults and :func:`~hdeval.aggregators.constraints`."""
     fixed = {kind: constraints(kind, nonnegative) for kind in kinds}
     rows = []
     with warnings.catch_warnings():  # an MLP that has not converged is still a fair candidate
@@ -126,6 +139,7 @@ def _rows(
     if missing:
         raise ConfigError(f"feature set {candidate.name}: no feature column {missing[0]!r}")
     chosen = features[columns]
+    X, Y = chosen.to_numpy(dtype=float), targets.to_numpy(dtype=float)
     return [
         {
             "features": candidate.name,
@@ -135,6 +149,7 @@ def _rows(
             "kind": kind,
             "n_features": len(columns),
             "cv_pearson": cv_score(kind, params, chosen, targets, groups, n_splits, seed),
+            "rising_share": rising_share(make_aggregator(kind, seed, **params).fit(X, Y), X),
         }
         for kind, params in fixed.items()
     ]
@@ -147,11 +162,23 @@ SIMPLICITY = ("linear", "tree", "forest", "mlp")
 
 
 def best_candidate(
-    table: pd.DataFrame, candidates: Sequence[FeatureSet], within: float = 0.0
+    table: pd.DataFrame,
+    candidates: Sequence[FeatureSet],
+    within: float = 0.0,
+    max_rising: float | None = None,
 ) -> tuple[FeatureSet, str, float]:
     """The simplest (feature set, kind) of the table whose CV Pearson is within ``within`` of the
     best (kinds in :data:`SIMPLICITY` order, then fewer features; ties: the table's order), and
-    its CV Pearson. ``within`` 0 gives the table's top row."""
+    its CV Pearson. ``within`` 0 gives the table's top row. With ``max_rising``, only rows whose
+    ``rising_share`` is at most that are considered."""
+    if max_rising is not None:
+        table = table[table["rising_share"] <= max_rising]
+        if table.empty:
+            raise ConfigError(
+                f"every candidate scores texts higher when all their criterion scores fall "
+                f"(rising_share above aggregator.max_rising_share {max_rising}); add linear to "
+                "aggregator.kinds with aggregator.nonnegative: true, or raise the share"
+            )
     best = float(table["cv_pearson"].iloc[0])
     near = table[table["cv_pearson"] >= best - within]
     ranked = near.assign(_rank=near["kind"].map(SIMPLICITY.index)).sort_values(

@@ -22,7 +22,8 @@ from hdeval.data import (
     LabelledData,
 )
 from hdeval.metrics import agreement
-from hdeval.params import Params
+from hdeval.monotonicity import rising_share
+from hdeval.params import AggregatorParams, Params
 from hdeval.scales import clip_to_ranges
 from hdeval.selection import FeatureSet, best_candidate, candidate_feature_sets, selection_table
 
@@ -119,7 +120,9 @@ def select_and_fit(
     table = selection_table(
         tree, features, targets, groups, candidates, search.kinds, folds, seed, search.nonnegative
     )
-    feature_set, kind, score = best_candidate(table, candidates, search.prefer_simpler_within)
+    feature_set, kind, score = best_candidate(
+        table, candidates, search.prefer_simpler_within, search.rising_limit
+    )
     chosen = features[feature_set.columns(tree)]
     best = constraints(kind, search.nonnegative)
     if search.n_trials:
@@ -137,11 +140,23 @@ def select_and_fit(
             fixed=best,
         )
         tuned_score = cv_score(kind, tuned, chosen, targets, groups, folds, seed)
-        if tuned_score > score:
+        if tuned_score > score and _monotone_enough(kind, tuned, chosen, targets, seed, search):
             best, score = tuned, tuned_score
     log.info("selected %s on %s (CV Pearson %.3f)", kind, feature_set.name, score)
     model = fit_aggregator(kind, best, chosen, targets, seed)
     return Selected(model, kind, best, feature_set, feature_set.tree(tree), chosen, table, score)
+
+
+def _monotone_enough(
+    kind: str, params: dict, X: pd.DataFrame, Y: pd.DataFrame, seed: int, search: AggregatorParams
+) -> bool:
+    """Whether ``kind`` with ``params``, fit on all rows, keeps ``search.rising_limit``."""
+    if search.rising_limit is None:
+        return True
+    share = rising_share(fit_aggregator(kind, params, X, Y, seed), X.to_numpy(dtype=float))
+    if share > search.rising_limit:
+        log.info("tuned %s rises on %.1f %% of texts when worse: kept defaults", kind, 100 * share)
+    return share <= search.rising_limit
 
 
 def ablation_predictions(

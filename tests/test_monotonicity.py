@@ -1,0 +1,92 @@
+"""An aggregator that scores a text higher when every criterion score falls is not shipped under
+``aggregator.nonnegative``: the share is measured on real scikit-learn fits, and selection skips
+such a candidate even when its CV is the best."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hdeval.aggregators import make_aggregator
+from hdeval.criteria import CriteriaTree, Criterion
+from hdeval.data import LabelledData
+from hdeval.errors import ConfigError
+from hdeval.monotonicity import rising_share
+from hdeval.params import AggregatorParams, HierarchyParams, Params
+from hdeval.results import selection_markdown
+from hdeval.training import select_and_fit
+
+TREE = CriteriaTree([Criterion("coh", "coherence", "d"), Criterion("flu", "fluency", "d")])
+
+
+def _data(target, n_docs: int = 12, per_doc: int = 10, seed: int = 0):
+    """Likelihood features of two aspects; both aspects' human scores are ``target(features)``."""
+    rng = np.random.default_rng(seed)
+    n = n_docs * per_doc
+    ids = [f"r{i}" for i in range(n)]
+    features = pd.DataFrame(
+        rng.normal(size=(n, 3)), index=ids, columns=["lik:coh", "lik:flu", "lik:_text"]
+    )
+    score = target(features) + 0.05 * rng.normal(size=n)
+    targets = pd.DataFrame({"coherence": score, "fluency": score}, index=ids)
+    samples = pd.DataFrame(
+        {
+            "doc_id": [f"d{i // per_doc}" for i in range(n)],
+            "system_id": [f"s{i % per_doc}" for i in range(n)],
+            "source": "src",
+            "output": "out",
+            "references": [[] for _ in range(n)],
+        },
+        index=ids,
+    )
+    return features, LabelledData(samples, targets)
+
+
+def _fit(kind: str, X: np.ndarray, y: np.ndarray, **params):
+    return make_aggregator(kind, 0, **params).fit(X, y)
+
+
+def test_nonnegative_ridge_never_rises_and_an_inverse_one_always_does() -> None:
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(200, 3))
+    X[rng.random(X.shape) < 0.1] = np.nan  # failed scores stay missing
+    y = np.nan_to_num(X) @ [1.0, 0.5, 0.2]
+    assert rising_share(_fit("linear", X, y, positive=True), X) == 0.0
+    assert rising_share(_fit("linear", X, -y), X) == 1.0
+
+
+def test_a_tree_on_a_non_monotone_target_rises_for_part_of_the_texts() -> None:
+    X = np.random.default_rng(2).normal(size=(300, 2))
+    share = rising_share(_fit("tree", X, np.abs(X[:, 0]), max_depth=4), X)
+    assert 0.5 < share < 1.0  # a text left of the dip scores higher for being worse
+
+
+def test_selection_ships_the_best_candidate_that_does_not_rise(tmp_path) -> None:
+    """The tree wins the CV on a U-shaped target but scores texts higher when worse: under
+    ``nonnegative`` the linear aggregator ships; without the check the tree does."""
+    features, data = _data(lambda f: np.abs(f["lik:coh"]) + 0.3 * f["lik:flu"])
+
+    def ship(**search):
+        aggregator = AggregatorParams(
+            kinds=["linear", "tree"], feature_layers=[1], n_trials=0, cv_folds=4, **search
+        )
+        params = Params(hierarchy=HierarchyParams(modes=["likelihood"]), aggregator=aggregator)
+        return select_and_fit(params, TREE, features, data, tmp_path)
+
+    checked = ship()
+    top = checked.table.iloc[0]
+    assert top["kind"] == "tree" and top["rising_share"] > 0
+    assert checked.kind == "linear"
+    assert checked.table.loc[checked.table["kind"] == "linear", "rising_share"].eq(0).all()
+    assert "rises when worse" in selection_markdown(checked.summary())
+    assert ship(max_rising_share=None).kind == "tree"
+    assert ship(nonnegative=False).kind == "tree"  # the check keeps nonnegative's promise only
+
+
+def test_no_candidate_that_keeps_the_promise_is_a_clear_error(tmp_path) -> None:
+    features, data = _data(lambda f: np.abs(f["lik:coh"]))
+    aggregator = AggregatorParams(kinds=["tree"], n_trials=0, cv_folds=4)
+    params = Params(hierarchy=HierarchyParams(modes=["likelihood"]), aggregator=aggregator)
+    with pytest.raises(ConfigError, match="max_rising_share"):
+        select_and_fit(params, TREE, features, data, tmp_path)
