@@ -16,6 +16,7 @@ from hdeval.monotonicity import rising_share
 from hdeval.params import AggregatorParams, HierarchyParams, Params
 from hdeval.results import selection_markdown
 from hdeval.training import select_and_fit
+from tests.test_selection import grouped_samples
 
 TREE = CriteriaTree([Criterion("coh", "coherence", "d"), Criterion("flu", "fluency", "d")])
 
@@ -30,17 +31,7 @@ def _data(target, n_docs: int = 12, per_doc: int = 10, seed: int = 0):
     )
     score = target(features) + 0.05 * rng.normal(size=n)
     targets = pd.DataFrame({"coherence": score, "fluency": score}, index=ids)
-    samples = pd.DataFrame(
-        {
-            "doc_id": [f"d{i // per_doc}" for i in range(n)],
-            "system_id": [f"s{i % per_doc}" for i in range(n)],
-            "source": "src",
-            "output": "out",
-            "references": [[] for _ in range(n)],
-        },
-        index=ids,
-    )
-    return features, LabelledData(samples, targets)
+    return features, LabelledData(grouped_samples(ids, per_doc), targets)
 
 
 def _fit(kind: str, X: np.ndarray, y: np.ndarray, **params):

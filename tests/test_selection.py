@@ -44,7 +44,13 @@ def _data(n_docs: int = 12, per_doc: int = 8, seed: int = 0):
     targets = pd.DataFrame(
         {"coherence": signal + 0.1 * rng.normal(size=n), "fluency": signal}, index=ids
     )
-    samples = pd.DataFrame(
+    return features, LabelledData(grouped_samples(ids, per_doc), targets)
+
+
+def grouped_samples(ids: list[str], per_doc: int) -> pd.DataFrame:
+    """Sample rows for ``ids``, ``per_doc`` consecutive ones per document."""
+    n = len(ids)
+    return pd.DataFrame(
         {
             "doc_id": [f"d{i // per_doc}" for i in range(n)],
             "system_id": [f"s{i % per_doc}" for i in range(n)],
@@ -54,7 +60,6 @@ def _data(n_docs: int = 12, per_doc: int = 8, seed: int = 0):
         },
         index=ids,
     )
-    return features, LabelledData(samples, targets)
 
 
 def test_candidates_follow_the_search_space_and_what_was_scored() -> None:

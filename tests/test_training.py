@@ -69,7 +69,9 @@ def _config(root, labels, kind: str) -> Params:
             importance_repeats=2,
             min_mode_gain=None,  # the tree grows whatever the prompt scores add
         ),
-        aggregator=AggregatorParams(kinds=[kind], feature_layers=[2], n_trials=2, cv_folds=2),
+        aggregator=AggregatorParams(  # every kind ships here, whatever the rising check says
+            kinds=[kind], feature_layers=[2], n_trials=2, cv_folds=2, max_rising_share=None
+        ),
         evaluate=EvaluateParams(bootstrap=10),
     )
 
