@@ -23,7 +23,7 @@ from hdeval.data import (
 )
 from hdeval.metrics import agreement
 from hdeval.monotonicity import rising_share
-from hdeval.params import AggregatorParams, Params
+from hdeval.params import Params
 from hdeval.scales import clip_to_ranges
 from hdeval.selection import FeatureSet, best_candidate, candidate_feature_sets, selection_table
 
@@ -125,6 +125,7 @@ def select_and_fit(
     )
     chosen = features[feature_set.columns(tree)]
     best = constraints(kind, search.nonnegative)
+    model = fit_aggregator(kind, best, chosen, targets, seed)
     if search.n_trials:
         space = "".join(f"-{k}={v}" for k, v in best.items())  # one study per search space
         tuned = tune(
@@ -140,23 +141,22 @@ def select_and_fit(
             fixed=best,
         )
         tuned_score = cv_score(kind, tuned, chosen, targets, groups, folds, seed)
-        if tuned_score > score and _monotone_enough(kind, tuned, chosen, targets, seed, search):
-            best, score = tuned, tuned_score
+        if tuned_score > score:
+            tuned_model = fit_aggregator(kind, tuned, chosen, targets, seed)
+            if _keeps_rising_limit(tuned_model, kind, chosen, search.rising_limit):
+                best, score, model = tuned, tuned_score, tuned_model
     log.info("selected %s on %s (CV Pearson %.3f)", kind, feature_set.name, score)
-    model = fit_aggregator(kind, best, chosen, targets, seed)
     return Selected(model, kind, best, feature_set, feature_set.tree(tree), chosen, table, score)
 
 
-def _monotone_enough(
-    kind: str, params: dict, X: pd.DataFrame, Y: pd.DataFrame, seed: int, search: AggregatorParams
-) -> bool:
-    """Whether ``kind`` with ``params``, fit on all rows, keeps ``search.rising_limit``."""
-    if search.rising_limit is None:
+def _keeps_rising_limit(model, kind: str, X: pd.DataFrame, limit: float | None) -> bool:
+    """Whether the fitted ``model`` keeps ``limit`` (:func:`rising_share`; None: unchecked)."""
+    if limit is None:
         return True
-    share = rising_share(fit_aggregator(kind, params, X, Y, seed), X.to_numpy(dtype=float))
-    if share > search.rising_limit:
+    share = rising_share(model, X.to_numpy(dtype=float))
+    if share > limit:
         log.info("tuned %s rises on %.1f %% of texts when worse: kept defaults", kind, 100 * share)
-    return share <= search.rising_limit
+    return share <= limit
 
 
 def ablation_predictions(
