@@ -66,7 +66,9 @@ class LLMConfig(_Section):
     projection included, with dynamic int8 weights (torch, fbgemm/x86): for CPUs without AMX,
     where ``dtype: auto`` picks fp32 (bf16 without AMX tiles is slower than fp32).
     ``quantize: auto`` does so exactly there (a local judge with ``dtype: auto`` on a CPU
-    without AMX) and nowhere else; a server ignores it. Its
+    without AMX) and nowhere else; a server ignores it. It keeps the order of likelihoods
+    (r 0.97-0.98 with fp32) but blurs 1-5 prompt scores (r 0.72): with the prompt mode, set
+    ``none`` (the domain presets do). Its
     scores differ slightly from fp32 ones, so it is part of
     the judge's identity and never shares cache entries with them (benchmarks/README.md has its
     speed and agreement).
