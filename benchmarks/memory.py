@@ -2,7 +2,8 @@
 
   interpreter - Python running this script, nothing imported (the floor);
   import      - ``import hdeval`` alone (the baseline);
-  judge-load  - the embedded judge loaded (``make_backend``), nothing scored;
+  judge-load  - the embedded judge's weights loaded (``make_backend``, then ``load``: they otherwise
+                load on first use), nothing scored;
   judge       - the embedded judge scoring N SummEval samples on the criteria of a tree with
                 ``CriterionScorer`` (empty result cache, so every score is computed);
   bundle      - ``Evaluator.load`` of a trained bundle and its ONNX aggregator predicting N rows;
@@ -63,7 +64,9 @@ def judge_load(args: argparse.Namespace) -> dict:
     from hdeval.llm.factory import make_backend
     from hdeval.params import LLMConfig
 
-    return {"identity": make_backend(LLMConfig()).identity}
+    backend = make_backend(LLMConfig())
+    backend.load()
+    return {"identity": backend.identity}
 
 
 def judge(args: argparse.Namespace) -> dict:

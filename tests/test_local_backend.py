@@ -147,6 +147,31 @@ def test_generate_returns_text_and_counts_its_tokens(embedded_backend):
     assert 1 <= after["completion"] - before["completion"] <= 24
 
 
+def test_weights_load_only_when_a_request_misses_the_cache(embedded_dir, summeval_rows, tmp_path):
+    """A judge answers from the result cache without loading its weights (a stage re-run on
+    scored texts pays no model load); its identity, tokenizer and context need none either."""
+    from hdeval.cache import ResultCache
+    from hdeval.judge import DIGITS, CachedJudge
+    from hdeval.llm.local import TransformersBackend
+
+    row = summeval_rows[0]
+    segments = prompt_segments(TASK, row["source"], row["output"])
+    cache = ResultCache(tmp_path / "cache.sqlite")
+    first = CachedJudge(TransformersBackend(embedded_dir, dtype="float32"), cache)
+    suffixes = {first.key(DIGITS, "test", segments, s): s for s in _suffixes()}
+    assert first.identity.endswith(":float32") and first.backend.max_context >= 4096
+    assert first.backend.prompt_tokens(segments, _suffixes()[0]) > 100
+    assert not first.backend.loaded
+    computed = first.digit_scores(segments, suffixes)
+    assert computed.computed == 3 and first.backend.loaded
+
+    again = CachedJudge(TransformersBackend(embedded_dir, dtype="float32"), cache)
+    answered = again.digit_scores(segments, suffixes)
+    assert answered.cached == 3 and answered.computed == 0
+    assert not again.backend.loaded
+    assert answered.results == computed.results
+
+
 def test_int8_judge_loads_scores_close_to_fp32_and_has_its_own_identity(
     fp32_backend, embedded_dir, summeval_rows
 ):

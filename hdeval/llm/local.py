@@ -12,6 +12,10 @@ prompt template ends its segments with a newline and starts the next with a non-
 The context length is the model's ``max_position_embeddings``, or ``max_context`` if smaller; the
 scorer fits prompts to it (:mod:`hdeval.truncation`), and a longer prompt is refused with
 :class:`~hdeval.truncation.ContextOverflow` before it reaches the model.
+
+Only the tokenizer and the model's config are read when the backend is made; the weights load
+on the first forward pass (:attr:`TransformersBackend.model`), so a judge whose every request
+the result cache answers never loads them.
 """
 
 from __future__ import annotations
@@ -46,7 +50,9 @@ def cpu_supports_bf16() -> bool:
     AVX512-BF16 alone is not enough: on a 2-core Xeon with AVX512-BF16 and AVX512-VNNI but no
     AMX, the 0.5B judge prefilled 190 tokens/s in bf16, 300 in fp32 and 806 with int8 Linear
     layers (``benchmarks/scoring.py``), so such a CPU runs fp32 with int8
-    (:func:`resolve_quantize`).
+    (:func:`resolve_quantize`). An AMD EPYC with AVX512-BF16 and AVX-VNNI but no AMX runs bf16
+    faster than fp32 (640 against 256 tokens/s) but int8 faster still (964), so the rule holds
+    there too.
     Also false where torch's kernels are held below AVX512 (``ATEN_CPU_CAPABILITY=avx2``), so
     that a CPU capped to AVX2 picks what an AVX2-only one does.
     """
@@ -144,7 +150,7 @@ class TransformersBackend:
         max_context: int | None = None,
         quantize: str = "none",
     ) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoConfig, AutoTokenizer
 
         path = Path(model_path).expanduser()
         if not path.exists():
@@ -160,18 +166,14 @@ class TransformersBackend:
         self.device = torch.device(device)
         if quantize == "int8" and (self.dtype != torch.float32 or self.device.type != "cpu"):
             raise ConfigError("llm.quantize: int8 needs llm.dtype auto or float32 on the CPU")
-        load_dir, gguf = (path.parent, path.name) if path.is_file() else (path, None)
-        self.tokenizer = AutoTokenizer.from_pretrained(load_dir, gguf_file=gguf)
-        self.model = AutoModelForCausalLM.from_pretrained(
-            load_dir, gguf_file=gguf, dtype=self.dtype, attn_implementation="sdpa"
-        )
-        self.model.to(self.device).eval()
+        self._load_dir, self._gguf = (path.parent, path.name) if path.is_file() else (path, None)
+        self.tokenizer = AutoTokenizer.from_pretrained(self._load_dir, gguf_file=self._gguf)
+        self.config = AutoConfig.from_pretrained(self._load_dir, gguf_file=self._gguf)
+        self._model: torch.nn.Module | None = None
         self.quantize = quantize
-        if quantize == "int8":
-            self.model = quantize_int8(self.model)
         self.pack_tokens = pack_tokens
         self.min_digit_mass = min_digit_mass
-        model_context = getattr(self.model.config, "max_position_embeddings", None)
+        model_context = getattr(self.config, "max_position_embeddings", None)
         self.max_context = min(filter(None, (max_context, model_context)), default=None)
         precision = str(self.dtype)[6:] + ("" if quantize == "none" else f"-{quantize}")
         self.identity = f"transformers:{path.name}:{weights_fingerprint(path)[:16]}:{precision}"
@@ -182,6 +184,34 @@ class TransformersBackend:
         self._prefix_cache_size = prefix_cache_size
         self._head_fp32: tuple[torch.Tensor, torch.Tensor | None] | None = None
         self.tokens = TokenCounts()
+
+    @property
+    def model(self) -> torch.nn.Module:
+        """The weights, loaded (and quantised) on first use: a stage whose every request is
+        answered by the result cache never pays the 10-20 s this takes on two cores."""
+        if self._model is None:
+            self.load()
+        return self._model
+
+    def load(self) -> None:
+        """Load the weights now (:attr:`model` does on first use)."""
+        from transformers import AutoModelForCausalLM
+
+        log.info("loading the judge %s", self.identity)
+        model = AutoModelForCausalLM.from_pretrained(
+            self._load_dir, gguf_file=self._gguf, dtype=self.dtype, attn_implementation="sdpa"
+        )
+        model.to(self.device).eval()
+        self._model = quantize_int8(model) if self.quantize == "int8" else model
+
+    @model.setter
+    def model(self, model: torch.nn.Module) -> None:
+        self._model = model
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the weights are in memory (see :attr:`model`)."""
+        return self._model is not None
 
     # ----------------------------------------------------------------- prompt framing
     def _chat_frame(self) -> tuple[list[int], list[int]]:
@@ -260,7 +290,7 @@ class TransformersBackend:
         from transformers import DynamicCache
 
         if cache is None:
-            cache = DynamicCache(config=self.model.config)
+            cache = DynamicCache(config=self.config)
         self._check_context(past + len(new_ids))
         if new_ids:
             input_ids = torch.tensor([list(new_ids)], device=self.device)
