@@ -140,9 +140,11 @@ def selection_markdown(selection: Mapping, limit: int = 12) -> str:
     if (top["features"], top["kind"]) != (selection["features"], selection["kind"]):
         shipped += (
             f", not the CV-best ({top['kind']} on {top['features']}, {top['cv_pearson']:.3f}): "
-            "the simplest candidate within aggregator.prefer_simpler_within of the best one "
-            "that aggregator.max_rising_share allows"
+            "the simplest candidate within aggregator.prefer_simpler_within of the best one"
         )
+        limit = selection.get("max_rising_share")  # None: the check was off (or not recorded)
+        if limit is not None:
+            shipped += f" that aggregator.max_rising_share ({limit:g}) allows"
     lines += ["", shipped + "."]
     return "\n".join(lines) + "\n"
 

@@ -76,9 +76,11 @@ class Selected:
     features: pd.DataFrame
     table: pd.DataFrame
     cv_pearson: float
+    rising_limit: float | None = None  # max_rising_share applied, None where the check was off
 
     def summary(self) -> dict:
-        """JSON-ready: the choice, its tuned CV figure and the whole CV table."""
+        """JSON-ready: the choice, its tuned CV figure, the rising limit applied and the whole
+        CV table."""
         return {
             "kind": self.kind,
             "params": {k: _jsonable(v) for k, v in self.params.items()},
@@ -87,6 +89,7 @@ class Selected:
             "layers": self.feature_set.depth,
             "unconditioned": self.feature_set.unconditioned,
             "cv_pearson": self.cv_pearson,
+            "max_rising_share": self.rising_limit,
             "cv_table": self.table.to_dict(orient="records"),
         }
 
@@ -146,7 +149,8 @@ def select_and_fit(
             if _keeps_rising_limit(tuned_model, kind, chosen, search.rising_limit):
                 best, score, model = tuned, tuned_score, tuned_model
     log.info("selected %s on %s (CV Pearson %.3f)", kind, feature_set.name, score)
-    return Selected(model, kind, best, feature_set, feature_set.tree(tree), chosen, table, score)
+    subtree, limit = feature_set.tree(tree), search.rising_limit
+    return Selected(model, kind, best, feature_set, subtree, chosen, table, score, limit)
 
 
 def _keeps_rising_limit(model, kind: str, X: pd.DataFrame, limit: float | None) -> bool:

@@ -70,9 +70,17 @@ def test_selection_ships_the_best_candidate_that_does_not_rise(tmp_path) -> None
     assert top["kind"] == "tree" and top["rising_share"] > 0
     assert checked.kind == "linear"
     assert checked.table.loc[checked.table["kind"] == "linear", "rising_share"].eq(0).all()
-    assert "rises when worse" in selection_markdown(checked.summary())
+    assert checked.summary()["max_rising_share"] == 0.0
+    text = selection_markdown(checked.summary())
+    assert "rises when worse" in text and "aggregator.max_rising_share (0) allows" in text
     assert ship(max_rising_share=None).kind == "tree"
-    assert ship(nonnegative=False).kind == "tree"  # the check keeps nonnegative's promise only
+    unchecked = ship(nonnegative=False)  # the check keeps nonnegative's promise only
+    assert unchecked.kind == "tree" and unchecked.summary()["max_rising_share"] is None
+    # without the check, a shipped candidate that is not the CV-best was chosen for simplicity
+    simpler = ship(max_rising_share=None, prefer_simpler_within=1.0)
+    assert simpler.kind == "linear" and simpler.summary()["max_rising_share"] is None
+    text = selection_markdown(simpler.summary())
+    assert "not the CV-best" in text and "max_rising_share" not in text.split("Shipped:")[1]
 
 
 def test_no_candidate_that_keeps_the_promise_is_a_clear_error(tmp_path) -> None:
