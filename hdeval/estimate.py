@@ -6,9 +6,12 @@ looked up in the cache; a request counted for an earlier stage is free for a lat
 real run. Layers beyond 1 decompose criteria: where the decomposition replies are cached the new
 criteria are known and the count is exact, otherwise each decomposed node is assumed to get
 ``hierarchy.children`` criteria (layer 3 onwards: ``top_k`` nodes), and the row says it is an
-estimate. Prompt tokens are the backend's own count for a local judge and characters / 4 for a
-server. The time comes from a calibration that does the first real piece of work (one training
-text on the layer-1 criteria, one decomposition) and keeps its results in the cache.
+estimate. Prompt tokens are what the model computes: for a local judge, which keeps every shared
+prefix (a document, then a text) while a stage scores it, each prefix once per stage plus every
+request's own row, in the backend's tokens; for a server, every whole prompt at characters / 4.
+The time comes from a calibration that does the first real piece of work (one training text on
+the layer-1 criteria, one decomposition) and keeps its results in the cache: seconds per
+computed token of each scoring mode for a local judge, seconds per call for a server.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from hdeval.params import Params
 from hdeval.prompts import TEMPLATE_VERSION
 
 CHARS_PER_TOKEN = 4  # for a server, whose tokenizer hdeval cannot run
+KINDS = ("digits", "loglik", "generate")
 
 
 @dataclass
@@ -37,21 +41,35 @@ class StageCost:
     """LLM work one stage still has to do after the cache."""
 
     stage: str
-    calls: dict[str, int] = field(default_factory=lambda: {"digits": 0, "loglik": 0, "generate": 0})
+    calls: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
     cached: int = 0
-    prompt_tokens: int = 0
+    tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
     exact: bool = True
     note: str = ""
+    prefixes: set[tuple[str, ...]] = field(default_factory=set, repr=False)  # computed ones
 
     @property
     def total_calls(self) -> int:
         return sum(self.calls.values())
 
-    def seconds(self, per_call: dict[str, float]) -> float | None:
-        """Expected time from the calibration's seconds per call of each kind."""
-        if any(n and kind not in per_call for kind, n in self.calls.items()):
-            return None
-        return sum(n * per_call.get(kind, 0.0) for kind, n in self.calls.items())
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(self.tokens.values())
+
+    def seconds(
+        self, per_call: dict[str, float], per_token: dict[str, float] | None = None
+    ) -> float | None:
+        """Expected time from the calibration: seconds per token of a kind where it has them,
+        else seconds per call; None when a kind with calls has neither."""
+        total = 0.0
+        for kind, n in self.calls.items():
+            if n and kind in (per_token or {}):
+                total += self.tokens[kind] * per_token[kind]
+            elif n and kind in per_call:
+                total += n * per_call[kind]
+            elif n:
+                return None
+        return total
 
 
 class _CacheOnly:
@@ -71,13 +89,22 @@ class Planner:
     def __init__(self, judge: CachedJudge) -> None:
         self.judge = judge
         self.seen: set[str] = set()
-        backend = judge.backend
-        self.local = isinstance(backend, ContextLimited) and hasattr(backend, "prompt_tokens")
+        self.shares_prefixes = shares_prefixes(judge)
 
-    def _tokens(self, segments: Sequence[str], suffix: str, continuation: str) -> int:
-        if self.local:
-            return self.judge.backend.prompt_tokens(segments, suffix, continuation)
-        return len("".join([*segments, suffix, continuation])) // CHARS_PER_TOKEN
+    def _tokens(self, cost: StageCost, segments: Sequence[str], suffix: str, cont: str) -> int:
+        """Tokens the model computes for one request: its row, and the prefix levels of
+        ``segments`` that ``cost``'s stage has not computed yet (local judge)."""
+        if not self.shares_prefixes:
+            return len("".join([*segments, suffix, cont])) // CHARS_PER_TOKEN
+        backend = self.judge.backend
+        head, tail = backend.frame_tokens()
+        count = len(backend.tokenize(suffix)) + tail + (len(backend.tokenize(cont)) if cont else 0)
+        for depth in range(1, len(segments) + 1):
+            level = tuple(segments[:depth])
+            if level not in cost.prefixes:
+                cost.prefixes.add(level)
+                count += len(backend.tokenize(segments[depth - 1])) + (head if depth == 1 else 0)
+        return count
 
     def scoring(self, cost: StageCost, planned: list) -> None:
         """Count ``planned`` requests (:meth:`CriterionScorer.plan`) not cached nor seen yet."""
@@ -90,7 +117,7 @@ class Planner:
                 self.seen.add(request.key)
                 if request.key not in found:
                     cost.calls[kind] += 1
-                    cost.prompt_tokens += self._tokens(segments, request.suffix, continuation)
+                    cost.tokens[kind] += self._tokens(cost, segments, request.suffix, continuation)
 
     def grow(
         self, cost: StageCost, tree: CriteriaTree, node_ids: Sequence[str], params: Params
@@ -114,7 +141,7 @@ class Planner:
             if key not in self.seen and self.judge.cache.get(key) is None:
                 self.seen.add(key)
                 cost.calls["generate"] += 1
-                cost.prompt_tokens += self._tokens([], prompt, "")
+                cost.tokens["generate"] += self._tokens(cost, [], prompt, "")
             nodes += [
                 Criterion(
                     f"{node_id}.estimate_{i}",
@@ -128,26 +155,41 @@ class Planner:
         return CriteriaTree(nodes)
 
 
+def shares_prefixes(judge: CachedJudge) -> bool:
+    """Whether ``judge`` computes a shared prefix once for all requests on it (a local judge)."""
+    backend = judge.backend
+    return isinstance(backend, ContextLimited) and hasattr(backend, "frame_tokens")
+
+
 def calibrate(judge: CachedJudge, params: Params) -> dict:
-    """Seconds per LLM call of each kind, measured on the first real work of the pipeline (kept
-    in the cache): one training text on the layer-1 criteria, then one decomposition.
+    """Seconds per LLM call of each kind, and for a local judge seconds per computed prompt
+    token of each scoring mode, measured on the first real work of the pipeline (kept in the
+    cache): one training text on the layer-1 criteria, then one decomposition.
 
     Both modes are timed where the judge has them, whatever ``hierarchy.modes`` says: the
-    baselines and DHP score prompts and likelihoods too.
+    baselines and DHP score prompts and likelihoods too. A local judge's weights are loaded
+    before the clock starts.
     """
     train, _ = load_split(params.data)
     tree = aspects_tree(params.data)
     per_call: dict[str, float] = {}
+    per_token: dict[str, float] = {}
     done = 0
+    if getattr(judge.backend, "loaded", True) is False:
+        judge.backend.load()
     modes = ["prompt"] + (["likelihood"] if judge.likelihood_problem() is None else [])
     for mode in modes:
         unconditioned = params.hierarchy.unconditioned and mode == "likelihood"
         scorer = CriterionScorer(judge, params.task, [mode], unconditioned)
+        tokens = judge.tokens.prompt
         start = time.perf_counter()
         run = scorer.score(train.samples.iloc[:1], tree, progress=False)
+        seconds, tokens = time.perf_counter() - start, judge.tokens.prompt - tokens
         if run.computed:
             kind = "digits" if mode == "prompt" else "loglik"
-            per_call[kind] = (time.perf_counter() - start) / run.computed
+            per_call[kind] = seconds / run.computed
+            if tokens and shares_prefixes(judge):
+                per_token[kind] = seconds / tokens
             done += run.computed
     if params.hierarchy.layers > 1:
         first = tree.layer(1)[0]
@@ -162,7 +204,7 @@ def calibrate(judge: CachedJudge, params: Params) -> dict:
             )  # fmt: skip
             per_call["generate"] = time.perf_counter() - start
             done += 1
-    return {"seconds_per_call": per_call, "calls_done": done}
+    return {"seconds_per_call": per_call, "seconds_per_token": per_token, "calls_done": done}
 
 
 def estimate(params: Params, judge: CachedJudge) -> list[StageCost]:
@@ -232,13 +274,14 @@ def estimate(params: Params, judge: CachedJudge) -> list[StageCost]:
 def render(stages: Sequence[StageCost], calibration: dict | None, identity: str) -> str:
     """The table ``hdeval estimate`` prints."""
     per_call = (calibration or {}).get("seconds_per_call", {})
+    per_token = (calibration or {}).get("seconds_per_token", {})
     lines = [
         f"judge: {identity}",
         f"{'stage':<10} {'LLM calls':>9} {'cached':>7} {'prompt tokens':>13} {'time':>9}  note",
     ]
     total_seconds: float | None = 0.0
     for s in stages:
-        seconds = s.seconds(per_call) if calibration else None
+        seconds = s.seconds(per_call, per_token) if calibration else None
         shown = "?" if seconds is None else f"{seconds / 60:.1f} min"
         if seconds is None or total_seconds is None:
             total_seconds = None
@@ -258,4 +301,7 @@ def render(stages: Sequence[StageCost], calibration: dict | None, identity: str)
             f"calibration: {calibration['calls_done']} calls made and cached (not counted above); "
             f"seconds per call: {rates}"
         )
+        if per_token:
+            speeds = ", ".join(f"{k} {1 / v:.0f}" for k, v in sorted(per_token.items()))
+            lines.append(f"prompt tokens computed per second (times above): {speeds}")
     return "\n".join(lines)

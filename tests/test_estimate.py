@@ -54,6 +54,7 @@ def test_estimated_calls_match_the_real_run(embedded_backend, tmp_path):
     calibration = calibrate(judge, params)
     assert calibration["calls_done"] > 0
     assert set(calibration["seconds_per_call"]) == {"digits", "loglik", "generate"}
+    assert set(calibration["seconds_per_token"]) == {"digits", "loglik"}  # a local judge
     stages = {s.stage: s for s in estimate(params, judge)}
     assert list(stages) == ["layer@1", "layer@2", "evaluate", "baselines", "dhp"]
     assert stages["layer@2"].exact  # the decomposition was made by the calibration
@@ -64,13 +65,19 @@ def test_estimated_calls_match_the_real_run(embedded_backend, tmp_path):
     tree = CriteriaTree.from_yaml(tmp_path / "aspects.yaml")
     selected: list[str] = []
     for number in (1, 2):
+        embedded_backend._prefix_cache.clear()  # each stage is a fresh process
+        computed = judge.tokens.prompt
         layer = run_layer(
             number, tree, selected, train, judge, params.task, params.hierarchy, progress=False
         )
+        computed = judge.tokens.prompt - computed
         tree, selected = layer.tree, layer.report.selected
-        expected = stages[f"layer@{number}"].total_calls
+        stage = stages[f"layer@{number}"]
+        expected = stage.total_calls
         assert abs(layer.run.computed - expected) <= 0.1 * max(expected, 1), (number, expected)
         assert expected > 0
+        # the tokens the model computes: each shared prefix once, then every request's row
+        assert abs(computed - stage.prompt_tokens) <= 0.1 * stage.prompt_tokens, (number, computed)
 
 
 @pytest.mark.model

@@ -239,6 +239,10 @@ class TransformersBackend:
     def tokenize(self, text: str) -> list[int]:
         return self._encode(text)
 
+    def frame_tokens(self) -> tuple[int, int]:
+        """Tokens the chat template puts before the first segment and after the suffix."""
+        return len(self._head_ids), len(self._tail_ids)
+
     def detokenize(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids))
 
