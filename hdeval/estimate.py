@@ -175,16 +175,15 @@ def calibrate(judge: CachedJudge, params: Params) -> dict:
     per_call: dict[str, float] = {}
     per_token: dict[str, float] = {}
     done = 0
-    if getattr(judge.backend, "loaded", True) is False:
+    if not getattr(judge.backend, "loaded", True):  # a local judge loads on first use
         judge.backend.load()
     modes = ["prompt"] + (["likelihood"] if judge.likelihood_problem() is None else [])
     for mode in modes:
         unconditioned = params.hierarchy.unconditioned and mode == "likelihood"
         scorer = CriterionScorer(judge, params.task, [mode], unconditioned)
-        tokens = judge.tokens.prompt
-        start = time.perf_counter()
+        tokens_before, start = judge.tokens.prompt, time.perf_counter()
         run = scorer.score(train.samples.iloc[:1], tree, progress=False)
-        seconds, tokens = time.perf_counter() - start, judge.tokens.prompt - tokens
+        seconds, tokens = time.perf_counter() - start, judge.tokens.prompt - tokens_before
         if run.computed:
             kind = "digits" if mode == "prompt" else "loglik"
             per_call[kind] = seconds / run.computed

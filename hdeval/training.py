@@ -149,8 +149,10 @@ def select_and_fit(
             if _keeps_rising_limit(tuned_model, kind, chosen, search.rising_limit):
                 best, score, model = tuned, tuned_score, tuned_model
     log.info("selected %s on %s (CV Pearson %.3f)", kind, feature_set.name, score)
-    subtree, limit = feature_set.tree(tree), search.rising_limit
-    return Selected(model, kind, best, feature_set, subtree, chosen, table, score, limit)
+    return Selected(
+        model, kind, best, feature_set, feature_set.tree(tree), chosen, table, score,
+        rising_limit=search.rising_limit,
+    )  # fmt: skip
 
 
 def _keeps_rising_limit(model, kind: str, X: pd.DataFrame, limit: float | None) -> bool:
