@@ -63,7 +63,7 @@ def token_logprobs(backend: TransformersBackend, segments, items) -> list[np.nda
 
 def score_all(backend: TransformersBackend, rows: list[dict]) -> dict:
     """Expected scores, per-token log-probs and seconds per text of both modes."""
-    backend._prefix_cache.clear()
+    backend.forget()
     suffixes = [criterion_prompt(TASK, c, None) for c in ASPECTS]
     instructions = [likelihood_instruction(TASK, c, None) for c in ASPECTS]
     instructions.append(likelihood_instruction(TASK, None, None))

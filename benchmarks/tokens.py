@@ -6,8 +6,9 @@ local backend lays it out (chat head + segments + suffix + chat tail, each token
 
   prompt mode      document segment (computed once per document), text segment (text + the
                    rating instructions, once per text), criterion suffix + chat tail (per criterion)
-  likelihood mode  document segment (once per document), then per criterion one row of
-                   instruction + chat tail + the whole text
+  likelihood mode  document segment and, per criterion, instruction + chat tail (once per
+                   document); per text, the text once after every instruction (but its last
+                   token, which predicts nothing)
 
 and the prompt tokens per text for ``k`` criteria, the document's share split over its texts.
 
@@ -77,17 +78,17 @@ def main() -> None:
     print(f"prompt: text segment (text + instructions)    {out_seg:7.1f}")
     print(f"prompt: criterion suffix + tail, layer 1      {suffix:7.1f}")
     print(f"likelihood: instruction + tail, layer 1       {instruction:7.1f}")
-    print(f"likelihood: row per criterion (+ text)        {instruction + text:7.1f}")
-    print(f"likelihood: unconditioned row                 {plain + text:7.1f}")
+    print(f"likelihood: unconditioned instruction + tail  {plain:7.1f}")
     for k in args.criteria:
         prompt = share + out_seg + k * suffix
-        lik = share + k * (instruction + text) + plain + text
+        instructions = (k * instruction + plain) / per_doc
+        lik = share + instructions + (k + 1) * (text - 1)
         print(
             f"\n{k} criteria, prompt tokens per text: prompt mode {prompt:6.0f} "
             f"(text segment {out_seg / prompt:.0%}, suffixes {k * suffix / prompt:.0%}, "
             f"document share {share / prompt:.0%}); likelihood mode {lik:6.0f} "
-            f"(text re-read {(k + 1) * text / lik:.0%}, instructions "
-            f"{(k * instruction + plain) / lik:.0%}, document share {share / lik:.0%})"
+            f"(text read after each instruction {(k + 1) * (text - 1) / lik:.0%}, instructions' "
+            f"share {instructions / lik:.0%}, document share {share / lik:.0%})"
         )
 
 

@@ -92,13 +92,21 @@ class Planner:
         self.shares_prefixes = shares_prefixes(judge)
 
     def _tokens(self, cost: StageCost, segments: Sequence[str], suffix: str, cont: str) -> int:
-        """Tokens the model computes for one request: its row, and the prefix levels of
-        ``segments`` that ``cost``'s stage has not computed yet (local judge)."""
+        """Tokens the model computes for one request (local judge): its row, and the prefix
+        levels of ``segments`` that ``cost``'s stage has not computed yet. A digit request's row
+        is its suffix and the template's tail; a likelihood request's row is its text but the
+        last token, after its instruction (suffix and tail), computed once per prefix."""
         if not self.shares_prefixes:
             return len("".join([*segments, suffix, cont])) // CHARS_PER_TOKEN
         backend = self.judge.backend
         head, tail = backend.frame_tokens()
-        count = len(backend.tokenize(suffix)) + tail + (len(backend.tokenize(cont)) if cont else 0)
+        own = len(backend.tokenize(suffix)) + tail
+        count = own
+        if cont:
+            count = len(backend.tokenize(cont)) - 1
+            if (*segments, suffix) not in cost.prefixes:
+                cost.prefixes.add((*segments, suffix))
+                count += own
         for depth in range(1, len(segments) + 1):
             level = tuple(segments[:depth])
             if level not in cost.prefixes:

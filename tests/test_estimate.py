@@ -65,7 +65,7 @@ def test_estimated_calls_match_the_real_run(embedded_backend, tmp_path):
     tree = CriteriaTree.from_yaml(tmp_path / "aspects.yaml")
     selected: list[str] = []
     for number in (1, 2):
-        embedded_backend._prefix_cache.clear()  # each stage is a fresh process
+        embedded_backend.forget()  # each stage is a fresh process
         computed = judge.tokens.prompt
         layer = run_layer(
             number, tree, selected, train, judge, params.task, params.hierarchy, progress=False

@@ -111,6 +111,36 @@ def test_likelihood_prefix_reuse_matches_full_recompute(embedded_backend, summev
             assert a.mean < 0
 
 
+def test_likelihood_reads_each_text_after_instructions_computed_once(fp32_backend, summeval_rows):
+    """The instructions over a document are computed once; every later text of the document
+    costs only its own tokens, and every result, packed together or one per pass, 1-token
+    texts included, matches a cold whole-prompt run."""
+    backend = fp32_backend
+    backend.forget()
+    source = [source_segment(TASK, summeval_rows[0]["source"])]
+    instructions = [likelihood_instruction(TASK, TREE.lineage(c)) for c in TREE]
+    instructions.append(likelihood_instruction(TASK))
+    first, second = summeval_rows[0]["output"], summeval_rows[1]["output"]
+    backend.loglikelihoods(source, [(i, first) for i in instructions])
+    before = backend.tokens.prompt
+    items = [(i, second) for i in instructions] + [(instructions[0], "Yes")]
+    default = backend.pack_tokens
+    try:
+        together = backend.loglikelihoods(source, items)
+        own = sum(len(backend.tokenize(c)) - 1 for _, c in items)
+        assert backend.tokens.prompt - before == own
+        backend.pack_tokens = 1
+        apart = backend.loglikelihoods(source, items)
+    finally:
+        backend.pack_tokens = default
+    full = backend.loglikelihoods_full(source, items)
+    assert full[-1].n_tokens == 1
+    for a, b, c in zip(together, apart, full, strict=True):
+        assert a.n_tokens == b.n_tokens == c.n_tokens
+        assert a.sum == pytest.approx(c.sum, abs=1e-3)
+        assert b.sum == pytest.approx(c.sum, abs=1e-3)
+
+
 def test_likelihood_separates_real_from_shuffled_summary(embedded_backend, summeval_rows):
     import random
 

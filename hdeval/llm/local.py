@@ -6,6 +6,11 @@ LRU, so the source document is encoded once for all texts of that document and t
 all its criteria. The suffixes of one call run packed into one sequence over the shared cache, and
 the vocabulary projection is applied only to the positions whose logits are needed.
 
+A likelihood request reads the text after an instruction (``segments + instruction + tail +
+text``), so the text cannot be shared; the instruction can. The KV of each instruction over a
+document is computed once and kept (:class:`_Context`), and every text of that document is read
+over the document and the instruction it follows: per text only its own tokens are computed.
+
 Segments are tokenised separately and concatenated, so a boundary must not split a token: every
 prompt template ends its segments with a newline and starts the next with a non-space character.
 
@@ -27,6 +32,7 @@ import logging
 import os
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -135,6 +141,16 @@ def quantize_int8(model: torch.nn.Module) -> torch.nn.Module:
     return quantize_dynamic(model, spec, dtype=torch.qint8, inplace=True)
 
 
+@dataclass(eq=False)
+class _Context:
+    """A likelihood instruction (with the chat template's tail) read over one prefix: its keys
+    and values per layer, and the final hidden state of its last token, which predicts the
+    first token of every text read after it."""
+
+    kv: list[tuple[torch.Tensor, torch.Tensor]]
+    last: torch.Tensor
+
+
 class TransformersBackend:
     """A causal LM from a Hugging Face directory or a GGUF file, run with transformers."""
 
@@ -145,6 +161,7 @@ class TransformersBackend:
         device: str = "cpu",
         pack_tokens: int = 256,
         prefix_cache_size: int = 4,
+        context_cache_size: int = 64,
         min_digit_mass: float = DEFAULT_MIN_MASS,
         threads: int | None = None,
         max_context: int | None = None,
@@ -182,6 +199,10 @@ class TransformersBackend:
         self._digit_ids = self._single_token_ids(SCORE_DIGITS)
         self._prefix_cache: OrderedDict[tuple[int, ...], object] = OrderedDict()
         self._prefix_cache_size = prefix_cache_size
+        self._context_cache: OrderedDict[tuple[tuple[int, ...], tuple[int, ...]], _Context] = (
+            OrderedDict()
+        )
+        self._context_cache_size = context_cache_size
         self._head_fp32: tuple[torch.Tensor, torch.Tensor | None] | None = None
         self.tokens = TokenCounts()
 
@@ -265,9 +286,8 @@ class TransformersBackend:
         return head + "".join(segments) + suffix + tail
 
     # ----------------------------------------------------------------- KV cache of prefixes
-    @torch.inference_mode()
-    def _prefix_state(self, segments: Sequence[str]) -> tuple[object, int]:
-        """KV cache and length of ``head + segments``, reusing the longest cached level."""
+    def _levels(self, segments: Sequence[str]) -> list[tuple[int, ...]]:
+        """Token ids of ``head + segments[:1]``, ``head + segments[:2]`` ... (the cache keys)."""
         levels: list[tuple[int, ...]] = []
         ids = list(self._head_ids)
         for segment in segments:
@@ -275,6 +295,19 @@ class TransformersBackend:
             levels.append(tuple(ids))
         if not levels:
             raise ValueError("at least one prompt segment is required")
+        return levels
+
+    def forget(self) -> None:
+        """Drop every kept KV cache (prefixes and likelihood contexts), as a new process has."""
+        self._prefix_cache.clear()
+        self._context_cache.clear()
+
+    @torch.inference_mode()
+    def _prefix_state(
+        self, segments: Sequence[str], levels: list[tuple[int, ...]] | None = None
+    ) -> tuple[object, int]:
+        """KV cache and length of ``head + segments``, reusing the longest cached level."""
+        levels = levels or self._levels(segments)
         start, cache = 0, None
         for depth in range(len(levels) - 1, -1, -1):
             if levels[depth] in self._prefix_cache:
@@ -338,15 +371,18 @@ class TransformersBackend:
         self._check_context(past + max(len(r) for r in rows))
         hidden: list[torch.Tensor] = []
         for pack in self._packs([len(r) for r in rows]):
-            states = self._packed_pass(cache, past, [rows[i] for i in pack])
+            states, _ = self._packed_pass(cache, past, [rows[i] for i in pack])
             start = 0
             for i in pack:
                 hidden.append(states[[start + p for p in positions[i]]])
                 start += len(rows[i])
         return hidden
 
-    def _packed_pass(self, cache: object, past: int, rows: Sequence[Sequence[int]]) -> torch.Tensor:
-        """Final hidden states of ``rows``, concatenated, in one pass over one copy of ``cache``.
+    def _packed_pass(
+        self, cache: object, past: int, rows: Sequence[Sequence[int]]
+    ) -> tuple[torch.Tensor, object]:
+        """Final hidden states of ``rows``, concatenated, in one pass over one copy of ``cache``;
+        and that copy, which now holds the rows' keys and values after ``past``.
 
         Each token attends to the whole prefix and to the earlier tokens of its own row (a
         block-causal mask), and position ids restart at ``past`` for every row, so each row sees
@@ -355,21 +391,128 @@ class TransformersBackend:
         stay small (``pack_tokens``) because the attention over the masked-out part of the
         block-causal square is computed and wasted.
         """
-        lengths = torch.tensor([len(r) for r in rows], device=self.device)
-        input_ids = torch.tensor([[t for r in rows for t in r]], device=self.device)
-        row_of = torch.repeat_interleave(torch.arange(len(rows), device=self.device), lengths)
+        _, offset, own_row = self._block_causal([len(r) for r in rows])
+        prefix = torch.ones((len(offset), past), dtype=torch.bool, device=self.device)
+        copied = copy.deepcopy(cache)
+        hidden = self._forward(copied, rows, torch.cat([prefix, own_row], dim=1), past + offset)
+        return hidden, copied
+
+    def _block_causal(
+        self, lengths: Sequence[int]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """For rows of ``lengths`` packed into one sequence: each token's row, its offset in the
+        row, and the mask letting it see the earlier tokens of its own row only."""
+        sizes = torch.tensor(lengths, device=self.device)
+        row_of = torch.repeat_interleave(torch.arange(len(lengths), device=self.device), sizes)
         offset = torch.cat([torch.arange(int(n), device=self.device) for n in lengths])
         own_row = (row_of[:, None] == row_of[None, :]) & (offset[:, None] >= offset[None, :])
-        prefix = torch.ones((len(offset), past), dtype=torch.bool, device=self.device)
+        return row_of, offset, own_row
+
+    def _forward(
+        self,
+        cache: object,
+        rows: Sequence[Sequence[int]],
+        mask: torch.Tensor,
+        positions: torch.Tensor,
+    ) -> torch.Tensor:
+        """Final hidden states of the packed ``rows`` over ``cache`` (extended in place)."""
+        input_ids = torch.tensor([[t for r in rows for t in r]], device=self.device)
         hidden = self.model.get_decoder()(
             input_ids=input_ids,
-            attention_mask=torch.cat([prefix, own_row], dim=1)[None, None],
-            position_ids=(past + offset)[None],
-            past_key_values=copy.deepcopy(cache),
+            attention_mask=mask[None, None],
+            position_ids=positions[None],
+            past_key_values=cache,
             use_cache=True,
         ).last_hidden_state[0]
-        self.tokens.add(prompt=len(offset))
+        self.tokens.add(prompt=input_ids.shape[1])
         return hidden
+
+    # ----------------------------------------------------------------- likelihood contexts
+    def _contexts(
+        self, level: tuple[int, ...], cache: object, past: int, contexts: Sequence[tuple[int, ...]]
+    ) -> dict[tuple[int, ...], _Context]:
+        """Each of ``contexts`` read over the prefix ``level`` (KV ``cache`` of ``past`` tokens):
+        kept ones from the context cache, the others computed in packed passes, where each
+        context sees the prefix and itself only."""
+        found: dict[tuple[int, ...], _Context] = {}
+        for context in dict.fromkeys(contexts):
+            kept = self._context_cache.get((level, context))
+            if kept is not None:
+                self._context_cache.move_to_end((level, context))
+                self.tokens.add(reused=len(context))
+                found[context] = kept
+        missing = [c for c in dict.fromkeys(contexts) if c not in found]
+        for pack in self._packs([len(c) for c in missing]):
+            rows = [missing[i] for i in pack]
+            states, extended = self._packed_pass(cache, past, rows)
+            start = 0
+            for row in rows:
+                span = slice(past + start, past + start + len(row))
+                kv = [
+                    (layer.keys[:, :, span].clone(), layer.values[:, :, span].clone())
+                    for layer in extended.layers
+                ]
+                found[row] = _Context(kv, states[start + len(row) - 1])
+                start += len(row)
+        for context in missing:
+            self._context_cache[(level, context)] = found[context]
+            while len(self._context_cache) > self._context_cache_size:
+                self._context_cache.popitem(last=False)
+        return found
+
+    def _text_hidden(
+        self,
+        cache: object,
+        past: int,
+        contexts: Sequence[_Context],
+        texts: Sequence[Sequence[int]],
+    ) -> list[torch.Tensor]:
+        """The hidden states that predict each of ``texts``, read after its context.
+
+        Texts are packed as suffixes are; a pass's cache is the prefix followed by the keys and
+        values of the contexts its texts follow, and each token sees the prefix, its own
+        context and the earlier tokens of its text. A text's last token predicts nothing and is
+        not run; its first token is predicted by the context's last hidden state.
+        """
+        rows = [list(text[:-1]) for text in texts]
+        hidden: list[torch.Tensor] = []
+        for pack in self._packs([len(r) for r in rows]):
+            states = self._context_pass(
+                cache, past, [contexts[i] for i in pack], [rows[i] for i in pack]
+            )
+            start = 0
+            for i in pack:
+                own = states[start : start + len(rows[i])]
+                hidden.append(torch.cat([contexts[i].last[None], own]))
+                start += len(rows[i])
+        return hidden
+
+    def _context_pass(
+        self,
+        cache: object,
+        past: int,
+        contexts: Sequence[_Context],
+        rows: Sequence[Sequence[int]],
+    ) -> torch.Tensor:
+        """Final hidden states of ``rows``, concatenated, each row read after its context."""
+        from transformers import DynamicCache
+
+        if not any(rows):
+            return contexts[0].last[None][:0]
+        used = list({id(c): c for c in contexts}.values())
+        which = torch.tensor([used.index(c) for c in contexts], device=self.device)
+        sizes = torch.tensor([c.kv[0][0].shape[2] for c in used], device=self.device)
+        packed = DynamicCache(config=self.config)
+        for index, layer in enumerate(cache.layers):
+            keys = torch.cat([layer.keys, *(c.kv[index][0] for c in used)], dim=2)
+            values = torch.cat([layer.values, *(c.kv[index][1] for c in used)], dim=2)
+            packed.update(keys, values, index)
+        owner = torch.repeat_interleave(torch.arange(len(used), device=self.device), sizes)
+        row_of, offset, own_row = self._block_causal([len(r) for r in rows])
+        sees_context = which[row_of][:, None] == owner[None, :]
+        prefix = torch.ones((len(offset), past), dtype=torch.bool, device=self.device)
+        mask = torch.cat([prefix, sees_context, own_row], dim=1)
+        return self._forward(packed, rows, mask, past + sizes[which][row_of] + offset)
 
     def _logprobs(self, hidden: torch.Tensor, exact: bool = False) -> torch.Tensor:
         """Log-probabilities over the vocabulary; ``exact`` projects in fp32.
@@ -420,20 +563,21 @@ class TransformersBackend:
     def loglikelihoods(
         self, segments: Sequence[str], items: Sequence[tuple[str, str]]
     ) -> list[LogLikelihood]:
-        cache, past = self._prefix_state(segments)
-        rows, positions, targets = [], [], []
+        levels = self._levels(segments)
+        cache, past = self._prefix_state(segments, levels)
+        contexts, targets = [], []
         for i, (instruction, continuation) in enumerate(items):
-            context = self._encode(instruction) + self._tail_ids
+            context = tuple(self._encode(instruction) + self._tail_ids)
             answer = self._encode(continuation)
             if not answer:
                 raise ValueError(f"empty continuation for item {i}")
-            rows.append(context + answer)
-            positions.append(range(len(context) - 1, len(context) + len(answer) - 1))
+            self._check_context(past + len(context) + len(answer))
+            contexts.append(context)
             targets.append(answer)
+        shared = self._contexts(levels[-1], cache, past, contexts)
+        hidden = self._text_hidden(cache, past, [shared[c] for c in contexts], targets)
         results: list[LogLikelihood] = []
-        for h, answer in zip(
-            self._suffix_hidden(cache, past, rows, positions), targets, strict=True
-        ):
+        for h, answer in zip(hidden, targets, strict=True):
             token_lp = self._logprobs(h)[torch.arange(len(answer)), torch.tensor(answer)]
             results.append(LogLikelihood(sum=float(token_lp.double().sum()), n_tokens=len(answer)))
         return results
