@@ -43,30 +43,17 @@ ASPECTS = [
 ]
 
 
-@torch.inference_mode()
 def token_logprobs(backend: TransformersBackend, segments, items) -> list[np.ndarray]:
     """Per-token log-probabilities of each continuation, as ``loglikelihoods`` computes them."""
-    cache, past = backend._prefix_state(segments)
-    rows, positions, targets = [], [], []
-    for instruction, continuation in items:
-        context = backend._encode(instruction) + backend._tail_ids
-        answer = backend._encode(continuation)
-        rows.append(context + answer)
-        positions.append(range(len(context) - 1, len(context) + len(answer) - 1))
-        targets.append(answer)
-    hidden = backend._suffix_hidden(cache, past, rows, positions)
-    return [
-        backend._logprobs(h)[torch.arange(len(a)), torch.tensor(a)].double().numpy()
-        for h, a in zip(hidden, targets, strict=True)
-    ]
+    return [lp.double().cpu().numpy() for lp in backend.token_logprobs(segments, items)]
 
 
 def score_all(backend: TransformersBackend, rows: list[dict]) -> dict:
     """Expected scores, per-token log-probs and seconds per text of both modes."""
     backend.forget()
-    suffixes = [criterion_prompt(TASK, c, None) for c in ASPECTS]
-    instructions = [likelihood_instruction(TASK, c, None) for c in ASPECTS]
-    instructions.append(likelihood_instruction(TASK, None, None))
+    suffixes = [criterion_prompt(TASK, [c]) for c in ASPECTS]
+    instructions = [likelihood_instruction(TASK, [c]) for c in ASPECTS]
+    instructions.append(likelihood_instruction(TASK))
     start = time.perf_counter()
     expected = [
         [

@@ -100,13 +100,13 @@ class Planner:
             return len("".join([*segments, suffix, cont])) // CHARS_PER_TOKEN
         backend = self.judge.backend
         head, tail = backend.frame_tokens()
-        own = len(backend.tokenize(suffix)) + tail
-        count = own
+        row = len(backend.tokenize(suffix)) + tail
         if cont:
-            count = len(backend.tokenize(cont)) - 1
-            if (*segments, suffix) not in cost.prefixes:
-                cost.prefixes.add((*segments, suffix))
-                count += own
+            instruction = (*segments, suffix)
+            count = len(backend.tokenize(cont)) - 1 + (0 if instruction in cost.prefixes else row)
+            cost.prefixes.add(instruction)
+        else:
+            count = row
         for depth in range(1, len(segments) + 1):
             level = tuple(segments[:depth])
             if level not in cost.prefixes:

@@ -563,6 +563,17 @@ class TransformersBackend:
     def loglikelihoods(
         self, segments: Sequence[str], items: Sequence[tuple[str, str]]
     ) -> list[LogLikelihood]:
+        return [
+            LogLikelihood(sum=float(lp.double().sum()), n_tokens=len(lp))
+            for lp in self.token_logprobs(segments, items)
+        ]
+
+    @torch.inference_mode()
+    def token_logprobs(
+        self, segments: Sequence[str], items: Sequence[tuple[str, str]]
+    ) -> list[torch.Tensor]:
+        """Log-probability of every token of each item's continuation, read after
+        ``segments`` and the item's instruction (what :meth:`loglikelihoods` sums)."""
         levels = self._levels(segments)
         cache, past = self._prefix_state(segments, levels)
         contexts, targets = [], []
@@ -576,11 +587,10 @@ class TransformersBackend:
             targets.append(answer)
         shared = self._contexts(levels[-1], cache, past, contexts)
         hidden = self._text_hidden(cache, past, [shared[c] for c in contexts], targets)
-        results: list[LogLikelihood] = []
-        for h, answer in zip(hidden, targets, strict=True):
-            token_lp = self._logprobs(h)[torch.arange(len(answer)), torch.tensor(answer)]
-            results.append(LogLikelihood(sum=float(token_lp.double().sum()), n_tokens=len(answer)))
-        return results
+        return [
+            self._logprobs(h)[torch.arange(len(answer)), torch.tensor(answer)]
+            for h, answer in zip(hidden, targets, strict=True)
+        ]
 
     @torch.inference_mode()
     def generate(self, prompt: str, max_new_tokens: int = 512) -> str:
