@@ -3,18 +3,17 @@
 The embedded judge is loaded once in float32; the summaries of one SummEval document are scored
 on the 4 SummEval aspects (prompt mode: expected 1-5 score; likelihood mode: mean token
 log-likelihood, criterion-conditioned and unconditioned), then the same model is quantised
-(``llm.quantize: int8``; optionally also with the vocabulary projection left in float32) and
-scored again. Prints seconds per text per mode, prompt tokens per text, and the agreement:
-expected-score differences, per-token log-likelihood differences, and the Pearson/Spearman
-correlation of each likelihood feature over the texts. Figures only, no asserts.
+(``llm.quantize: int8``: :mod:`hdeval.llm.int8`) and scored again. Prints seconds per text per
+mode, prompt tokens per text, and the agreement: expected-score differences, per-token
+log-likelihood differences, and the Pearson/Spearman correlation of each likelihood feature
+over the texts. Figures only, no asserts.
 
-    python benchmarks/quantization.py [--texts 16] [--keep-head]
+    python benchmarks/quantization.py [--texts 16]
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import time
 from pathlib import Path
@@ -26,7 +25,8 @@ from scoring import cpu_line
 
 from hdeval.criteria import Criterion
 from hdeval.embedded import pull
-from hdeval.llm.local import TransformersBackend, quantize_int8
+from hdeval.llm.int8 import quantize_int8
+from hdeval.llm.local import TransformersBackend
 from hdeval.params import TaskSpec
 from hdeval.prompts import (
     criterion_prompt,
@@ -115,9 +115,6 @@ def compare(name: str, base: dict, other: dict, columns: list[str]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--texts", type=int, default=16, help="summaries of the first document")
-    parser.add_argument(
-        "--keep-head", action="store_true", help="also: int8 with the vocabulary projection in fp32"
-    )
     args = parser.parse_args()
     with open(REPO / "data" / "summeval" / "summeval.jsonl", encoding="utf-8") as handle:
         rows = [json.loads(line) for line in handle]
@@ -133,19 +130,8 @@ def main() -> None:
         prompt_segments(TASK, rows[0]["source"], rows[0]["output"]), ["x"]
     )  # warm-up
     base = score_all(backend, rows)
-    fp32_model = copy.deepcopy(backend.model) if args.keep_head else None
     backend.model = quantize_int8(backend.model)
     compare("int8", base, score_all(backend, rows), columns)
-    if fp32_model is not None:
-        from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
-
-        spec = {
-            n: per_channel_dynamic_qconfig
-            for n, m in fp32_model.named_modules()
-            if isinstance(m, torch.nn.Linear) and m is not fp32_model.get_output_embeddings()
-        }
-        backend.model = quantize_dynamic(fp32_model, spec, dtype=torch.qint8, inplace=True)
-        compare("int8, fp32 vocabulary projection", base, score_all(backend, rows), columns)
 
 
 if __name__ == "__main__":

@@ -1,16 +1,18 @@
-"""Scoring cost on the embedded judge: naive full prompts vs cached prefix vs packed suffixes.
+"""Scoring cost on the embedded judge: naive full prompts vs the shared-prefix path.
 
-For one SummEval sample and 20 criteria it prints seconds per criterion of
-  naive      - every criterion prompt run whole, nothing shared;
-  sequential - the sample's KV cache computed once, criterion suffixes run one by one;
-  packed     - the sample's KV cache computed once, the suffixes packed into sequences of
-               ``pack_tokens`` tokens with a block-causal mask;
-the same for likelihood mode (instruction + text; the instructions are computed with a document's
-first text and kept for its later texts), and the speed-ups; then seconds and prompt tokens per
-text (one sample on all 20 criteria), and the CPU (``lscpu`` model and the flags that decide the
-dtype). Figures only, no asserts.
+For one SummEval sample and 20 criteria, in each precision ``dtype: auto`` / ``quantize: auto``
+can pick (int8 Linear layers on a CPU without AMX, bfloat16 with AMX; ``--precision`` picks
+one), it prints seconds per criterion of
+  naive  - every criterion prompt run whole, nothing shared;
+  shared - the sample's KV cache computed once, then each criterion suffix in a forward pass
+           of its own over it (what the backend does: an item's answer never depends on what
+           else is asked);
+the same for likelihood mode (instruction + text; the instructions are computed with a
+document's first text and kept for its later texts), and the speed-ups; then seconds and
+prompt tokens per text (one sample on all 20 criteria), and the CPU (``lscpu`` model and the
+flags that decide the dtype). Figures only, no asserts.
 
-    python benchmarks/scoring.py [--naive-criteria 5] [--quantize none|int8] [--dtype auto]
+    python benchmarks/scoring.py [--naive-criteria 5] [--precision int8|bfloat16|float32]
 """
 
 from __future__ import annotations
@@ -75,90 +77,94 @@ def timed(fn) -> float:
     return time.perf_counter() - start
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--naive-criteria", type=int, default=5, help="criteria timed naively")
-    parser.add_argument("--quantize", choices=["none", "int8"], default="none")
-    parser.add_argument("--dtype", default="auto")
-    args = parser.parse_args()
+#: Precision name -> (llm.dtype, llm.quantize).
+PRECISIONS = {
+    "int8": ("auto", "int8"),
+    "bfloat16": ("bfloat16", "none"),
+    "float32": ("float32", "none"),
+}
 
-    with open(REPO / "data" / "summeval" / "summeval.jsonl", encoding="utf-8") as handle:
-        row = json.loads(handle.readline())
-    backend = TransformersBackend(pull(), dtype=args.dtype, quantize=args.quantize)
+
+def measure(name: str, row: dict, naive_criteria: int) -> None:
+    dtype, quantize = PRECISIONS[name]
+    backend = TransformersBackend(pull(), dtype=dtype, quantize=quantize)
     tree = twenty_criteria()
     leaves = tree.layer(2)
     suffixes = [criterion_prompt(TASK, tree.lineage(c)) for c in leaves]
     segments = prompt_segments(TASK, row["source"], row["output"])
     n = len(suffixes)
-    print(cpu_line())
-    print(
-        f"torch {torch.__version__}, threads {torch.get_num_threads()}, dtype {backend.dtype}, "
-        f"quantize {backend.quantize}, model {backend.identity}"
-    )
+    print(f"\n===== {name}: dtype {backend.dtype}, quantize {backend.quantize}")
     print(
         f"prompt tokens: prefix {len(backend._encode(backend.render(segments, '')))}, "
         f"suffix ~{len(backend._encode(suffixes[0]))}"
     )
-
     backend.digit_scores(segments, suffixes[:1])  # warm-up
-    k = min(args.naive_criteria, n)
+    k = min(naive_criteria, n)
     naive = timed(lambda: backend.digit_scores_full(segments, suffixes[:k])) / k
-
-    def cold_prefix() -> None:
-        backend.forget()
-
-    cold_prefix()
-    sequential = timed(lambda: [backend.digit_scores(segments, [s]) for s in suffixes]) / n
-    cold_prefix()
-    packed_total = timed(lambda: backend.digit_scores(segments, suffixes))
+    backend.forget()
+    shared_total = timed(lambda: backend.digit_scores(segments, suffixes))
     marginal = timed(lambda: backend.digit_scores(segments, suffixes)) / n
-    packed = packed_total / n
-
-    print("\n[prompt mode] seconds per criterion (20 criteria, one sample)")
+    shared = shared_total / n
+    print("[prompt mode] seconds per criterion (20 criteria, one sample)")
     print(f"  naive full prompt        {naive:7.3f}   (timed on {k} criteria)")
-    print(f"  sequential cached prefix {sequential:7.3f}   speed-up {naive / sequential:5.1f}x")
-    print(f"  packed suffixes          {packed:7.3f}   speed-up {naive / packed:5.1f}x")
-    print(f"  marginal criterion (prefix already cached, packed) {marginal:7.3f}")
+    print(f"  shared prefix            {shared:7.3f}   speed-up {naive / shared:5.1f}x")
+    print(f"  marginal criterion (prefix already cached) {marginal:7.3f}")
     full_tokens = len(backend._encode(backend.render(segments, suffixes[0])))
     suffix_tokens = sum(len(backend._encode(s)) for s in suffixes)
     print(
         f"  prefill rate: naive {full_tokens / naive:6.0f} tokens/s (one {full_tokens}-token "
-        f"prompt); packed suffixes {suffix_tokens / (marginal * n):6.0f} tokens/s"
+        f"prompt); suffixes {suffix_tokens / (marginal * n):6.0f} tokens/s"
     )
 
     instructions = [likelihood_instruction(TASK, tree.lineage(c)) for c in leaves]
     items = [(text, row["output"]) for text in instructions]
     source = segments[:1]
     naive_lik = timed(lambda: backend.loglikelihoods_full(source, items[:k])) / k
-    cold_prefix()
+    backend.forget()
     computed = backend.tokens.prompt
-    packed_lik_total = timed(lambda: backend.loglikelihoods(source, items))
+    first_total = timed(lambda: backend.loglikelihoods(source, items))
     first_tokens = backend.tokens.prompt - computed
     computed = backend.tokens.prompt
     marginal_lik = timed(lambda: backend.loglikelihoods(source, items)) / n
     later_tokens = backend.tokens.prompt - computed
-    print("\n[likelihood mode] seconds per criterion (20 criteria, one sample)")
+    print("[likelihood mode] seconds per criterion (20 criteria, one sample)")
     print(f"  naive full prompt        {naive_lik:7.3f}   (timed on {k} criteria)")
     print(
-        f"  packed, first text       {packed_lik_total / n:7.3f}   "
-        f"speed-up {naive_lik * n / packed_lik_total:5.1f}x   (document and instructions computed)"
+        f"  first text               {first_total / n:7.3f}   "
+        f"speed-up {naive_lik * n / first_total:5.1f}x   (document and instructions computed)"
     )
     print(
-        f"  packed, later text       {marginal_lik:7.3f}   "
+        f"  later text               {marginal_lik:7.3f}   "
         f"speed-up {naive_lik / marginal_lik:5.1f}x   (document and instructions kept)"
     )
     prompt_prefix = len(backend._head_ids) + sum(len(backend._encode(s)) for s in segments)
     prompt_rows = suffix_tokens + n * len(backend._tail_ids)
-    print("\n[per text] one sample on all 20 criteria (packed, prefix computed for it)")
+    print("[per text] one sample on all 20 criteria (prefix computed for it)")
     print(
-        f"  prompt     {packed_total:6.2f} s per text (naive {naive * n:6.2f}); prompt tokens per "
+        f"  prompt     {shared_total:6.2f} s per text (naive {naive * n:6.2f}); prompt tokens per "
         f"text {prompt_prefix + prompt_rows} = prefix {prompt_prefix} + suffixes {prompt_rows}"
     )
     print(
-        f"  likelihood {packed_lik_total:6.2f} s per text (naive {naive_lik * n:6.2f}), prompt "
+        f"  likelihood {first_total:6.2f} s per text (naive {naive_lik * n:6.2f}), prompt "
         f"tokens {first_tokens} for a document's first text (document, instructions, text), "
         f"{marginal_lik * n:.2f} s and {later_tokens} tokens for a later one (its own tokens)"
     )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--naive-criteria", type=int, default=5, help="criteria timed naively")
+    parser.add_argument(
+        "--precision", choices=list(PRECISIONS), action="append",
+        help="default: int8 and bfloat16, the two that dtype/quantize auto can pick",
+    )  # fmt: skip
+    args = parser.parse_args()
+    with open(REPO / "data" / "summeval" / "summeval.jsonl", encoding="utf-8") as handle:
+        row = json.loads(handle.readline())
+    print(cpu_line())
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}")
+    for name in args.precision or ["int8", "bfloat16"]:
+        measure(name, row, args.naive_criteria)
 
 
 if __name__ == "__main__":

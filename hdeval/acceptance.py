@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 import pandas as pd
 
 from hdeval.errors import AcceptanceError
+from hdeval.metrics import paired_difference
 from hdeval.params import AcceptanceParams
 
 log = logging.getLogger(__name__)
@@ -55,42 +56,123 @@ def _figure(rows: pd.DataFrame, scorer: str) -> Figure | None:
     return Figure(*(float(row[c].iloc[0]) for c in ("value", "ci_low", "ci_high")))
 
 
+#: Scorers of the comparison table that need the label file's reference texts.
+REFERENCE_BASED = ("rouge:rouge1", "rouge:rouge2", "rouge:rougeL")
+
+
+def _gate_rows(table: pd.DataFrame, settings: AcceptanceParams) -> pd.DataFrame:
+    return table[
+        (table["aspect"] == "average")
+        & (table["level"] == settings.level)
+        & (table["correlation"] == settings.correlation)
+    ]
+
+
+def _best(rows: pd.DataFrame, names: Sequence[str]) -> str | None:
+    """The name among ``names`` with the highest figure in ``rows``, or None if none has one."""
+    present = {n: f for n in names if (f := _figure(rows, n)) is not None}
+    return max(present, key=lambda n: present[n].value) if present else None
+
+
+def compared_with(table: pd.DataFrame, settings: AcceptanceParams) -> list[str]:
+    """The scorers the bundle's verdict is stated against: the best same-judge baseline of
+    ``settings.baselines`` and the best reference-based scorer, those the table has."""
+    rows = _gate_rows(table, settings)
+    return [n for n in (_best(rows, settings.baselines), _best(rows, REFERENCE_BASED)) if n]
+
+
+def paired_differences(
+    predictions: pd.DataFrame,
+    samples: pd.DataFrame,
+    human: pd.DataFrame,
+    reference: str,
+    against: Sequence[str],
+    settings: AcceptanceParams,
+    n_boot: int = 200,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """``reference``'s held-out agreement (aspect average at ``settings.level`` /
+    ``correlation``) minus that of each entry in ``against``, each on the rows both scored,
+    with a paired document-bootstrap CI (:func:`~hdeval.metrics.paired_difference`).
+
+    ``predictions`` holds every entry's predicted scores: rows indexed by sample id, a column
+    ``entry`` (as the comparison table names it) and one column per aspect.
+    """
+    aspects = list(human.columns)
+    frames = {e: f[aspects] for e, f in predictions.groupby("entry", sort=False)}
+    systems = samples["system_id"] if "system_id" in samples.columns else None
+    rows = []
+    for entry in against:
+        result = paired_difference(
+            frames[reference], frames[entry], human, samples["doc_id"], systems,
+            settings.level, settings.correlation, n_boot, seed,
+        )  # fmt: skip
+        rows.append({"against": entry, **result})
+    return pd.DataFrame(rows, columns=["against", "difference", "ci_low", "ci_high", "n"])
+
+
 def baseline_verdict(
-    table: pd.DataFrame, settings: AcceptanceParams, scorer: str = "hdeval"
+    table: pd.DataFrame,
+    settings: AcceptanceParams,
+    scorer: str = "hdeval",
+    paired: pd.DataFrame | None = None,
 ) -> Verdict:
     """Compare ``scorer`` with the best of ``settings.baselines`` in a comparison table.
 
     ``table`` is :func:`hdeval.baselines.compare`'s (columns scorer, aspect, level, correlation,
     value, ci_low, ci_high); the aspect average at ``settings.level`` / ``correlation`` is
     compared. Baselines absent from the table (a server without likelihoods) are named in the
-    message; with none present the gate cannot refuse and says so.
+    message; with none present the gate cannot refuse and says so. ``paired`` (from
+    :func:`paired_differences`, against :func:`compared_with`) adds the paired difference and
+    its CI. Where the table has a reference-based scorer (ROUGE, when the labels have
+    references), the message also states how ``scorer`` compares with the best of them: a user
+    with references could pick it instead, although it does not decide the verdict.
     """
-    rows = table[
-        (table["aspect"] == "average")
-        & (table["level"] == settings.level)
-        & (table["correlation"] == settings.correlation)
-    ]
+    rows = _gate_rows(table, settings)
     what = f"held-out {settings.level} {settings.correlation}"
     own = _figure(rows, scorer)
-    present = {b: f for b in settings.baselines if (f := _figure(rows, b)) is not None}
-    missing = [b for b in settings.baselines if b not in present]
+    missing = [b for b in settings.baselines if _figure(rows, b) is None]
     note = f"; not in the table: {', '.join(missing)}" if missing else ""
     if own is None:
         return Verdict("baselines", False, f"baselines refused {scorer}: it has no {what}{note}")
-    if not present:
-        message = f"baselines not checked for {scorer} ({what} {own}): no baseline{note}"
-        return Verdict("baselines", True, message, {scorer: asdict(own)})
-    name = max(present, key=lambda b: present[b].value)
-    best = present[name]
+    name = _best(rows, settings.baselines)
+    reference = _best(rows, REFERENCE_BASED)
+    figures: dict = {scorer: asdict(own)}
+    extra = ""
+    if reference is not None:
+        ref = _figure(rows, reference)
+        figures[reference] = asdict(ref)
+        side = "above" if own.value >= ref.value else "below"
+        extra = (
+            f"; {side} the best reference-based scorer {reference!r} ({ref}, needs reference "
+            f"texts){_paired_note(paired, reference)}"
+        )
+    if name is None:
+        message = f"baselines not checked for {scorer} ({what} {own}): no baseline{note}{extra}"
+        return Verdict("baselines", True, message, figures)
+    best = _figure(rows, name)
     accepted = own.value >= best.value - settings.baseline_margin
     comparison = ">=" if own.value >= best.value else "<"
     message = (
         f"baselines {'accepted' if accepted else 'refused'} {scorer}: {what} {own} {comparison} "
-        f"{best} of the best same-judge baseline {name!r} (margin {settings.baseline_margin})"
-        f"{note}"
+        f"{best} of the best same-judge baseline {name!r}{_paired_note(paired, name)} "
+        f"(margin {settings.baseline_margin}){note}{extra}"
     )
-    figures = {scorer: asdict(own), name: asdict(best), "margin": settings.baseline_margin}
+    figures.update({name: asdict(best), "margin": settings.baseline_margin})
+    if paired is not None and len(paired):
+        figures["paired"] = paired.to_dict(orient="records")
     return Verdict("baselines", accepted, message, figures)
+
+
+def _paired_note(paired: pd.DataFrame | None, against: str) -> str:
+    """ ", paired difference +0.061 [0.01, 0.11]" for ``against``, or nothing."""
+    if paired is None:
+        return ""
+    row = paired[paired["against"] == against]
+    if row.empty:
+        return ""
+    r = row.iloc[0]
+    return f", paired difference {r['difference']:+.3f} [{r['ci_low']:.2f}, {r['ci_high']:.2f}]"
 
 
 def dhp_verdict(

@@ -16,10 +16,13 @@ aspect.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy.optimize import lsq_linear
+from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.impute import SimpleImputer
 from sklearn.linear_model import Ridge
@@ -28,7 +31,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.tree import DecisionTreeRegressor
 
-from hdeval.columns import criterion_of, source_of
+from hdeval.columns import criterion_of, orientation, source_of
 from hdeval.errors import ConfigError
 
 KINDS: tuple[str, ...] = ("linear", "tree", "forest", "mlp")
@@ -47,6 +50,56 @@ MLP_DEFAULTS: dict[str, Any] = {
 }
 
 
+class OrientedRidge(RegressorMixin, BaseEstimator):
+    """Ridge regression whose weight on each feature keeps the sign the feature's orientation
+    allows: at least 0 for +1 (higher is better), at most 0 for -1 (lower is better), any for 0
+    (a feature that is not a quality judgement, such as length). scikit-learn's
+    ``Ridge(positive=True)`` bounds every weight alike; with every orientation +1 this is that
+    model. Same objective as :class:`~sklearn.linear_model.Ridge` (squared error plus ``alpha``
+    times the squared weights, unpenalised intercept), solved exactly by bounded-variable least
+    squares on the centred data augmented with ``sqrt(alpha) * I``.
+    """
+
+    def __init__(self, alpha: float = 1.0, orientation: tuple[int, ...] = ()) -> None:
+        self.alpha = alpha
+        self.orientation = orientation
+
+    def fit(self, X, y):
+        X = np.asarray(X, dtype=float)
+        Y = np.asarray(y, dtype=float)
+        targets = Y.reshape(len(Y), -1)
+        signs = np.asarray(self.orientation, dtype=float)
+        if signs.shape != (X.shape[1],):
+            raise ConfigError(
+                f"OrientedRidge has {signs.size} orientations for {X.shape[1]} features"
+            )
+        x_mean, y_mean = X.mean(axis=0), targets.mean(axis=0)
+        n_features = X.shape[1]
+        design = np.vstack([X - x_mean, np.sqrt(self.alpha) * np.eye(n_features)])
+        low = np.where(signs > 0, 0.0, -np.inf)
+        high = np.where(signs < 0, 0.0, np.inf)
+        coef = np.array(
+            [
+                lsq_linear(
+                    design,
+                    np.concatenate([column, np.zeros(n_features)]),
+                    bounds=(low, high),
+                    method="bvls",
+                ).x
+                for column in (targets - y_mean).T
+            ]
+        )
+        self.coef_ = coef if Y.ndim > 1 else coef[0]
+        self.intercept_ = (
+            y_mean - coef @ x_mean if Y.ndim > 1 else float(y_mean[0] - coef[0] @ x_mean)
+        )
+        self.n_features_in_ = n_features
+        return self
+
+    def predict(self, X) -> np.ndarray:
+        return np.asarray(X, dtype=float) @ np.asarray(self.coef_).T + self.intercept_
+
+
 def _check_kind(kind: str) -> None:
     if kind not in KINDS:
         raise ConfigError(f"unknown aggregator kind {kind!r}; choose one of {', '.join(KINDS)}")
@@ -55,7 +108,8 @@ def _check_kind(kind: str) -> None:
 def _model(kind: str, random_state: int, params: dict[str, Any]):
     """The final estimator of a pipeline, with ``params`` on top of the defaults."""
     if kind == "linear":
-        return Ridge(**{**LINEAR_DEFAULTS, **params})
+        settings = {**LINEAR_DEFAULTS, **params}
+        return OrientedRidge(**settings) if "orientation" in settings else Ridge(**settings)
     if kind == "tree":
         return DecisionTreeRegressor(random_state=random_state, **params)
     if kind == "forest":
@@ -82,12 +136,15 @@ def make_aggregator(kind: str, random_state: int = 0, **params: Any) -> Pipeline
     return Pipeline(steps)
 
 
-def constraints(kind: str, nonnegative: bool) -> dict[str, Any]:
+def constraints(kind: str, nonnegative: bool, columns: Sequence[str] = ()) -> dict[str, Any]:
     """Parameters fixed for every fit of ``kind`` (``aggregator.nonnegative``): a linear
-    aggregator with non-negative weights, so a text scored lower on every criterion is never
-    scored higher. Trees, forests and MLPs take no constraint."""
+    aggregator (an :class:`OrientedRidge`) whose weight on each of ``columns`` has the sign of
+    the column's :func:`~hdeval.columns.orientation`, so a text scored worse on every criterion
+    is never scored higher. Trees, forests and MLPs take no constraint."""
     _check_kind(kind)
-    return {"positive": True} if kind == "linear" and nonnegative else {}
+    if kind == "linear" and nonnegative:
+        return {"orientation": tuple(orientation(c) for c in columns)}
+    return {}
 
 
 def search_space(kind: str, trial, fixed: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -95,8 +152,7 @@ def search_space(kind: str, trial, fixed: dict[str, Any] | None = None) -> dict[
 
     ``fixed`` (see :func:`constraints`) is merged in and not searched. Ranges:
 
-    - linear: ``alpha`` 1e-3..1e3 (log), ``positive`` in {False, True} (non-negative weights on
-      the criteria) unless fixed.
+    - linear: ``alpha`` 1e-3..1e3 (log).
     - tree: ``max_depth`` 2..12, ``min_samples_leaf`` 1..50 (log), ``max_features`` 0.3..1.0.
     - forest: ``n_estimators`` 50..400 (log), ``max_depth`` 2..16, ``min_samples_leaf`` 1..20
       (log), ``max_features`` 0.2..1.0.
@@ -112,10 +168,7 @@ def search_space(kind: str, trial, fixed: dict[str, Any] | None = None) -> dict[
 
 def _searched(kind: str, trial, fixed: dict[str, Any]) -> dict[str, Any]:
     if kind == "linear":
-        space = {"alpha": trial.suggest_float("alpha", 1e-3, 1e3, log=True)}
-        if "positive" not in fixed:
-            space["positive"] = trial.suggest_categorical("positive", [False, True])
-        return space
+        return {"alpha": trial.suggest_float("alpha", 1e-3, 1e3, log=True)}
     if kind == "tree":
         return {
             "max_depth": trial.suggest_int("max_depth", 2, 12),

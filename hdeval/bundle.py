@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hdeval.atomic_dir import staged_dir
+from hdeval.columns import Profile, describe, orientation
 from hdeval.criteria import CriteriaTree
 from hdeval.errors import ModelIntegrityError
 from hdeval.params import Mode, TaskSpec
@@ -30,7 +31,9 @@ from hdeval.prompts import TEMPLATE_VERSION
 AGGREGATOR = "aggregator.onnx"
 CRITERIA = "criteria.yaml"
 CARD = "card.json"
-CARD_VERSION = 2
+CARD_VERSION = 3
+#: How a card names a column's orientation (:func:`hdeval.columns.orientation`).
+ORIENTATIONS = {1: "higher is better", -1: "lower is better", 0: "not a quality judgement"}
 
 
 PRECISIONS = ("bfloat16", "float16", "float32")
@@ -51,19 +54,32 @@ def split_precision(identity: str) -> tuple[str, str | None]:
     return identity, None
 
 
+class ColumnNote(BaseModel):
+    """What one feature column measures, and which way is better (``orientation``)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    meaning: str
+    orientation: Literal["higher is better", "lower is better", "not a quality judgement"]
+
+
 class Card(BaseModel):
     """The fields of ``card.json`` and their types (all required, no others)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    card_version: Literal[2]
+    card_version: Literal[3]
     llm_identity: str
     llm_precision: str | None
     template_version: str
     task: TaskSpec
     modes: list[Mode] = Field(min_length=1)
     unconditioned: bool
+    likelihood_stats: list[str] = Field(min_length=1)
+    source_free: bool
+    length: bool
     feature_names: list[str] = Field(min_length=1)
+    columns: dict[str, ColumnNote]
     aspects: list[str] = Field(min_length=1)
     score_ranges: dict[str, list[float]]
     criteria_sha256: str
@@ -93,6 +109,7 @@ def export_bundle(
     modes: list[str],
     unconditioned: bool,
     training_data: str,
+    profile: Profile = Profile(),
     metrics: dict | None = None,
     sample=None,
     background=None,
@@ -101,7 +118,10 @@ def export_bundle(
     """Write a bundle atomically; the ONNX parity check runs before anything is renamed.
 
     ``llm_identity`` is the judge's full identity; its precision (a local judge's dtype) is
-    stored apart, as ``llm_precision``.
+    stored apart, as ``llm_precision``. ``profile`` says how likelihoods became columns; the
+    card also states, per column, what it measures and which way is better (a column that is
+    not a quality judgement, such as length, is exempt from the non-negative weights and the
+    "rises when worse" check, and says so).
     """
     from hdeval.onnx_export import export_onnx
 
@@ -129,7 +149,14 @@ def export_bundle(
             "task": task.model_dump(),
             "modes": list(modes),
             "unconditioned": unconditioned,
+            "likelihood_stats": list(profile.stats),
+            "source_free": profile.source_free,
+            "length": profile.length,
             "feature_names": list(feature_names),
+            "columns": {
+                name: {"meaning": describe(name), "orientation": ORIENTATIONS[orientation(name)]}
+                for name in feature_names
+            },
             "aspects": list(aspects),
             "score_ranges": {a: list(r) for a, r in (score_ranges or {}).items()},
             "criteria_sha256": tree.fingerprint(),

@@ -15,7 +15,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from hdeval.paths import hdeval_home
@@ -63,8 +63,11 @@ class ResultCache:
             self._local.conn = conn
         return conn
 
-    def get_many(self, keys: Iterable[str]) -> dict[str, dict]:
-        """Cached values for those ``keys`` that have one; counts hits and misses."""
+    def get_many(
+        self, keys: Iterable[str], usable: Callable[[dict], bool] | None = None
+    ) -> dict[str, dict]:
+        """Cached values for those ``keys`` that have one (that ``usable`` accepts, if given: an
+        entry of an older layout is a miss); counts hits and misses."""
         keys = list(dict.fromkeys(keys))
         found: dict[str, dict] = {}
         conn = self._connect()
@@ -73,6 +76,8 @@ class ResultCache:
             marks = ",".join("?" * len(batch))
             rows = conn.execute(f"SELECT key, value FROM results WHERE key IN ({marks})", batch)
             found.update((k, json.loads(v)) for k, v in rows)
+        if usable is not None:
+            found = {k: v for k, v in found.items() if usable(v)}
         self.hits += len(found)
         self.misses += len(keys) - len(found)
         return found

@@ -1,7 +1,10 @@
 """Score samples on the criteria of a tree with the cached judge: resumable, prefix-shared.
 
-Feature columns follow :mod:`hdeval.columns`. A failed score is NaN in the table and a
-:class:`ScoringFailure` in the run; it is never cached as a result, so the next run retries it.
+Feature columns follow :mod:`hdeval.columns`: a prompt request gives one column, a likelihood
+request one column per statistic of its token log-probabilities, and the text's own likelihoods
+(given the source, and without it) give its PMI and length too. A failed score is NaN in the
+table and a :class:`ScoringFailure` in the run; it is never cached as a result, so the next run
+retries it.
 A prompt longer than the judge's context is cut by the rule of :mod:`hdeval.truncation` before
 its cache key is computed, and counted in the run as a :class:`Truncation`. This module needs
 numpy only (pandas is imported when a caller asks for a DataFrame), so production scoring stays
@@ -12,17 +15,30 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 from tqdm.auto import tqdm
 
-from hdeval.columns import UNCONDITIONED, column, feature_columns, with_unconditioned
+from hdeval.columns import (
+    PMI_MEAN,
+    PMI_SUM,
+    SOURCE_FREE,
+    TEXT_LENGTH,
+    UNCONDITIONED,
+    Profile,
+    column,
+    criterion_of,
+    feature_columns,
+    with_unconditioned,
+)
 from hdeval.criteria import CriteriaTree, Criterion
 from hdeval.errors import HDEvalError, JudgeUnavailableError
 from hdeval.judge import DIGITS, LOGLIK, CachedJudge
-from hdeval.llm.types import ContextLimited, DigitScore
+from hdeval.likelihood_stats import statistics
+from hdeval.llm.types import ContextLimited, DigitScore, LogLikelihood
 from hdeval.params import Mode, TaskSpec
 from hdeval.prompts import (
     TEMPLATE_VERSION,
@@ -30,86 +46,24 @@ from hdeval.prompts import (
     likelihood_instruction,
     prompt_for,
     prompt_segments,
+    source_free_instruction,
+    source_free_segment,
     source_segment,
 )
+from hdeval.scoring_run import Sample, ScoringFailure, ScoringRun, Truncation, samples_of
 from hdeval.truncation import ContextOverflow, Fitted, fit_to_context
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class Sample:
-    """One text to score, with the source it was written from."""
-
-    id: str
-    doc_id: str
-    source: str
-    output: str
-
-
-def samples_of(table: Any) -> list[Sample]:
-    """Samples from a list of :class:`Sample` or a table indexed by id (doc_id, source, output)."""
-    if isinstance(table, Sequence) and not isinstance(table, str):
-        return list(table)
-    rows = table[["doc_id", "source", "output"]].itertuples(index=True, name=None)
-    return [Sample(str(i), str(d), str(s), str(o)) for i, d, s, o in rows]
-
-
-@dataclass(frozen=True)
-class ScoringFailure:
-    sample_id: str
-    column: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class Truncation:
-    """A sample whose prompts (of one scoring mode) were cut to fit the judge's context."""
-
-    sample_id: str
-    mode: Mode
-    source_tokens_cut: int
-    text_tokens_cut: int
-
-
-@dataclass
-class ScoringRun:
-    """Features of every sample (``values``: one row per id, one column per name), and cost."""
-
-    ids: list[str]
-    columns: list[str]
-    values: np.ndarray
-    failures: list[ScoringFailure] = field(default_factory=list)
-    computed: int = 0
-    cached: int = 0
-    truncations: list[Truncation] = field(default_factory=list)
-
-    @property
-    def features(self):
-        """The feature table as a pandas DataFrame indexed by sample id."""
-        import pandas as pd
-
-        return pd.DataFrame(self.values, index=pd.Index(self.ids), columns=self.columns)
-
-    @property
-    def truncated_samples(self) -> int:
-        """Number of samples with at least one prompt cut to fit the judge's context."""
-        return len({t.sample_id for t in self.truncations})
-
-    def summary(self) -> str:
-        total = self.computed + self.cached
-        rate = self.cached / total if total else 1.0
-        return (
-            f"{len(self.ids)} samples x {len(self.columns)} features: "
-            f"{self.computed} LLM scores computed, {self.cached} from cache "
-            f"({rate:.0%} hit rate), {len(self.failures)} failed, "
-            f"{self.truncated_samples} samples truncated to the judge's context"
-        )
+#: The passes over one sample: a scoring mode, or the source-free likelihood of the text.
+Pass = Literal["prompt", "likelihood", "source_free"]
 
 
 @dataclass(frozen=True)
 class Request:
-    """One criterion score to ask for: its feature column, cache key and prompt suffix."""
+    """One score to ask for: the column it scores (for a likelihood, the mean's column; the
+    other statistics' columns derive from it), its cache key and prompt suffix."""
 
     column: str
     key: str
@@ -125,6 +79,7 @@ class CriterionScorer:
         task: TaskSpec | None = None,
         modes: Sequence[Mode] = ("prompt",),
         unconditioned: bool | None = None,
+        profile: Profile = Profile(),
     ) -> None:
         unknown = set(modes) - {"prompt", "likelihood"}
         if unknown or not modes:
@@ -133,6 +88,7 @@ class CriterionScorer:
         self.task = task or TaskSpec()
         self.modes = tuple(modes)
         self.unconditioned = with_unconditioned(self.modes, unconditioned)
+        self.profile = profile
 
     # ----------------------------------------------------------------- requests per sample
     def prompt_requests(
@@ -158,16 +114,16 @@ class CriterionScorer:
 
     def plan(
         self, samples: Any, tree: CriteriaTree
-    ) -> list[tuple[Mode, list[str], str, list[Request]]]:
+    ) -> list[tuple[Pass, list[str], str, list[Request]]]:
         """Every request :meth:`score` makes for ``samples`` on all of ``tree``, before any cut
         to the judge's context: per sample and mode, the shared segments, the continuation and
         the requests (what ``hdeval estimate`` counts)."""
         planned = []
         for sample in samples_of(samples):
-            for mode, criteria in self._passes(list(tree)):
-                segments, continuation = self._layout(mode, sample.source, sample.output)
-                requests = self._requests(mode, tree, criteria, segments, continuation)
-                planned.append((mode, segments, continuation, requests))
+            for kind, criteria in self._passes(list(tree)):
+                segments, continuation = self._layout(kind, sample.source, sample.output)
+                requests = self._requests(kind, tree, criteria, segments, continuation)
+                planned.append((kind, segments, continuation, requests))
         return planned
 
     # ----------------------------------------------------------------- main loop
@@ -181,105 +137,156 @@ class CriterionScorer:
         """Score ``samples`` (see :func:`samples_of`) on the criteria of ``tree``.
 
         Samples are visited grouped by document so a document's prefix is computed once.
-        Results are written to the cache after every sample.
+        Results are written to the cache after every sample. A server judge
+        (``llm.concurrency`` > 1) gets that many samples at a time, so a server with replicas
+        behind it is kept busy; a local judge takes one after another.
         """
         rows = samples_of(samples)
         criteria = [tree.get(i) for i in criterion_ids] if criterion_ids else list(tree)
-        columns = feature_columns([c.id for c in criteria], self.modes, self.unconditioned)
+        ids = [c.id for c in criteria]
+        columns = feature_columns(ids, self.modes, self.unconditioned, self.profile)
         ids = [s.id for s in rows]
         run = ScoringRun(ids, columns, np.full((len(rows), len(columns)), np.nan))
         position = {name: j for j, name in enumerate(columns)}
         order = sorted(range(len(rows)), key=lambda i: rows[i].doc_id)
-        bar = tqdm(order, desc="LLM scoring", unit="sample", disable=not progress)
-        for i in bar:
-            try:
-                values = self._score_sample(rows[i], tree, criteria, run)
-            except JudgeUnavailableError as exc:
-                raise JudgeUnavailableError(
-                    f"{exc}; {run.computed} scores computed by this run before it stopped are "
-                    "kept in the cache, and the next run starts from them"
-                ) from exc
-            except HDEvalError:
-                raise
-            except Exception as exc:
-                raise HDEvalError(
-                    f"scoring sample {rows[i].id!r} failed: {type(exc).__name__}: {exc}; "
-                    "every score finished before it is kept in the cache"
-                ) from exc
-            for name, value in values.items():
-                run.values[i, position[name]] = value
-            bar.set_postfix(computed=run.computed, cached=run.cached, failed=len(run.failures))
-        log.info(run.summary())
+        bar = tqdm(total=len(order), desc="LLM scoring", unit="sample", disable=not progress)
+        workers = getattr(self.judge.backend, "concurrency", 1)  # a server: samples in parallel
+        pool = ThreadPoolExecutor(workers, "hdeval-sample") if workers > 1 else None
+
+        def one(i: int) -> dict[str, float]:
+            return self._score_sample(rows[i], tree, criteria, run)
+
+        scored = pool.map(one, order) if pool else (one(i) for i in order)
+        try:
+            for i in order:
+                try:
+                    values = next(scored)
+                except JudgeUnavailableError as exc:
+                    raise JudgeUnavailableError(
+                        f"{exc}; {run.computed} scores computed by this run before it stopped "
+                        "are kept in the cache, and the next run starts from them"
+                    ) from exc
+                except HDEvalError:
+                    raise
+                except Exception as exc:
+                    raise HDEvalError(
+                        f"scoring sample {rows[i].id!r} failed: {type(exc).__name__}: {exc}; "
+                        "every score finished before it is kept in the cache"
+                    ) from exc
+                for name, value in values.items():
+                    run.values[i, position[name]] = value
+                bar.update()
+                bar.set_postfix(computed=run.computed, cached=run.cached, failed=len(run.failures))
+        finally:
+            if pool is not None:  # samples not started yet are dropped
+                pool.shutdown(wait=True, cancel_futures=True)
+        bar.close()
+        log.log(logging.INFO if progress else logging.DEBUG, run.summary())
         return run
 
     def _score_sample(
         self, sample: Sample, tree: CriteriaTree, criteria: list[Criterion], run: ScoringRun
     ) -> dict[str, float]:
-        values: dict[str, float] = {}
-        for mode, scored in self._passes(criteria):
-            segments, continuation = self._layout(mode, sample.source, sample.output)
-            requests = self._requests(mode, tree, scored, segments, continuation)
-            fitted = self._fit(sample, mode, requests, run)
+        results: dict[str, DigitScore | LogLikelihood] = {}
+        read = sample.output  # the text as the likelihood pass read it (cut to fit, maybe)
+        for kind, scored in self._passes(criteria):
+            output = read if kind == "source_free" else sample.output
+            segments, continuation = self._layout(kind, sample.source, output)
+            requests = self._requests(kind, tree, scored, segments, continuation)
+            fitted = self._fit(sample, kind, requests, run, output)
             if fitted is None:
                 continue
             if fitted.truncated:
-                segments, continuation = self._layout(mode, fitted.source, fitted.output)
-                requests = self._requests(mode, tree, scored, segments, continuation)
-            values.update(self._resolve(sample.id, requests, run, mode, segments, continuation))
+                segments, continuation = self._layout(kind, fitted.source, fitted.output)
+                requests = self._requests(kind, tree, scored, segments, continuation)
+            if kind == "likelihood":
+                read = fitted.output
+            results.update(self._resolve(sample.id, requests, run, kind, segments, continuation))
+        return self._values(results)
+
+    def _values(self, results: dict[str, DigitScore | LogLikelihood]) -> dict[str, float]:
+        """The feature values of one sample's results: a prompt score's expected value, each
+        statistic of a likelihood's tokens, and from the text's own likelihoods its PMI with
+        the source and its length."""
+        values: dict[str, float] = {}
+        for name, result in results.items():
+            if isinstance(result, DigitScore):
+                values[name] = float(result.expected)
+                continue
+            columns = self.profile.likelihood_columns(criterion_of(name))
+            stats = statistics(result.tokens, self.profile.stats)
+            values.update(zip(columns, stats.values(), strict=True))
+        given, free = results.get(UNCONDITIONED), results.get(SOURCE_FREE)
+        if self.profile.source_free and given is not None and free is not None:
+            values[PMI_MEAN] = given.mean - free.mean
+            values[PMI_SUM] = given.sum - free.sum
+        if self.profile.length and given is not None:
+            values[TEXT_LENGTH] = float(given.n_tokens)
         return values
 
-    def _passes(self, criteria: list[Criterion]) -> list[tuple[Mode, list[Criterion]]]:
-        """The scoring passes over one sample: each mode on ``criteria``, and a likelihood pass
-        for :data:`UNCONDITIONED` alone when it is scored without the likelihood mode."""
-        passes = [(mode, criteria) for mode in self.modes]
+    def _passes(self, criteria: list[Criterion]) -> list[tuple[Pass, list[Criterion]]]:
+        """The scoring passes over one sample: each mode on ``criteria``, a likelihood pass for
+        :data:`UNCONDITIONED` alone when it is scored without the likelihood mode, and the
+        source-free likelihood of the text when the profile asks for it."""
+        passes: list[tuple[Pass, list[Criterion]]] = [(mode, criteria) for mode in self.modes]
         if self.unconditioned and "likelihood" not in self.modes:
             passes.append(("likelihood", []))
+        if self.unconditioned and self.profile.source_free:
+            passes.append(("source_free", []))
         return passes
 
-    def _layout(self, mode: Mode, source: str, output: str) -> tuple[list[str], str]:
+    def _layout(self, kind: Pass, source: str, output: str) -> tuple[list[str], str]:
         """Shared segments of a sample's requests, and the continuation (likelihood: the text)."""
-        if mode == "prompt":
+        if kind == "prompt":
             return prompt_segments(self.task, source, output), ""
+        if kind == "source_free":
+            return [source_free_segment(self.task)], output.strip()
         return [source_segment(self.task, source)], output.strip()
 
     def _requests(
         self,
-        mode: Mode,
+        kind: Pass,
         tree: CriteriaTree,
         criteria: Sequence[Criterion],
         segments: list[str],
         continuation: str,
     ) -> list[Request]:
-        if mode == "prompt":
+        if kind == "prompt":
             return self.prompt_requests(tree, criteria, segments)
+        if kind == "source_free":
+            text = source_free_instruction(self.task)
+            key = self.judge.key(LOGLIK, TEMPLATE_VERSION, segments, text, continuation)
+            return [Request(SOURCE_FREE, key, text)]
         return self.likelihood_requests(tree, criteria, segments, continuation)
 
     def _fit(
-        self, sample: Sample, mode: Mode, requests: list[Request], run: ScoringRun
+        self, sample: Sample, kind: Pass, requests: list[Request], run: ScoringRun, output: str
     ) -> Fitted | None:
-        """Source and text cut to fit the judge's context (by :func:`fit_to_context`, for the
-        longest of ``requests``); None, with every request recorded as failed, if they cannot.
-        """
+        """Source and ``output`` cut to fit the judge's context (by :func:`fit_to_context`, for
+        the longest of ``requests``); None, with every request recorded as failed, if they
+        cannot."""
         backend = self.judge.backend
         if not (requests and isinstance(backend, ContextLimited) and backend.max_context):
-            return Fitted(sample.source, sample.output)
+            return Fitted(sample.source, output)
         longest = max((r.suffix for r in requests), key=lambda s: len(backend.tokenize(s)))
 
-        def prompt_tokens(source: str, output: str) -> int:
-            segments, continuation = self._layout(mode, source, output)
+        def prompt_tokens(source: str, text: str) -> int:
+            segments, continuation = self._layout(kind, source, text)
             return backend.prompt_tokens(segments, longest, continuation)
 
         try:
-            fitted = fit_to_context(sample.source, sample.output, prompt_tokens, backend)
+            fitted = fit_to_context(sample.source, output, prompt_tokens, backend)
         except ContextOverflow as exc:
-            run.failures += [ScoringFailure(sample.id, r.column, str(exc)) for r in requests]
-            kind = DIGITS if mode == "prompt" else LOGLIK
-            self.judge.record_failures(kind, {r.key: str(exc) for r in requests})
+            self.judge.record_failures(_kind(kind), {r.key: str(exc) for r in requests})
+            with run.lock:
+                run.failures += [ScoringFailure(sample.id, r.column, str(exc)) for r in requests]
             return None
         if fitted.truncated:
-            run.truncations.append(
-                Truncation(sample.id, mode, fitted.source_cut, fitted.output_cut)
-            )
+            mode: Mode = "prompt" if kind == "prompt" else "likelihood"
+            with run.lock:
+                run.truncations.append(
+                    Truncation(sample.id, mode, fitted.source_cut, fitted.output_cut)
+                )
         return fitted
 
     def _resolve(
@@ -287,29 +294,30 @@ class CriterionScorer:
         sample_id: str,
         requests: list[Request],
         run: ScoringRun,
-        mode: Mode,
+        kind: Pass,
         segments: list[str],
         continuation: str,
-    ) -> dict[str, float]:
-        if mode == "prompt":
+    ) -> dict[str, DigitScore | LogLikelihood]:
+        """The results of ``requests`` by column; failures are recorded in ``run``."""
+        if kind == "prompt":
             answers = self.judge.digit_scores(segments, {r.key: r.suffix for r in requests})
         else:
             items = {r.key: (r.suffix, continuation) for r in requests}
             answers = self.judge.loglikelihoods(segments, items)
-        run.cached += answers.cached
-        run.computed += answers.computed
-        values = {}
-        for request in requests:
-            result = answers.results.get(request.key)
-            if result is not None:
-                values[request.column] = _feature_value(result)
-            elif request.key in answers.failures:
-                reason = answers.failures[request.key]
-                run.failures.append(ScoringFailure(sample_id, request.column, reason))
-        return values
+        results = {}
+        with run.lock:
+            run.cached += answers.cached
+            run.computed += answers.computed
+            for request in requests:
+                result = answers.results.get(request.key)
+                if result is not None:
+                    results[request.column] = result
+                elif request.key in answers.failures:
+                    reason = answers.failures[request.key]
+                    run.failures.append(ScoringFailure(sample_id, request.column, reason))
+        return results
 
 
-def _feature_value(result: Any) -> float:
-    if isinstance(result, DigitScore):
-        return float(result.expected)
-    return float(result.mean)
+def _kind(kind: Pass) -> str:
+    """The result-cache kind of a pass's requests."""
+    return DIGITS if kind == "prompt" else LOGLIK

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from hdeval.acceptance import Verdict, baseline_verdict, dhp_verdict, enforce
 from hdeval.baselines import compare
-from hdeval.columns import UNCONDITIONED
+from hdeval.columns import UNCONDITIONED, Profile
 from hdeval.criteria import aspects_tree
 from hdeval.criterion_scorer import CriterionScorer
 from hdeval.data import LabelledData, load_labels
@@ -70,9 +70,10 @@ def train_evaluator(
     evaluator = Evaluator.load(out_dir, judge)
     scores = evaluator.score_samples(test.samples, progress=progress)
     unconditioned = UNCONDITIONED in train_x.columns  # kept when pruning dropped likelihood
-    test_x = CriterionScorer(judge, params.task, hierarchy.modes, unconditioned).score(
-        test.samples, final.tree, progress=progress
+    scorer = CriterionScorer(
+        judge, params.task, hierarchy.modes, unconditioned, Profile.of(hierarchy)
     )
+    test_x = scorer.score(test.samples, final.tree, progress=progress)
     predictions = ablation_predictions(
         final.tree,
         train_x,

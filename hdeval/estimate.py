@@ -20,15 +20,17 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from hdeval.columns import Profile
 from hdeval.criteria import CriteriaTree, Criterion, apply_overrides, aspects_tree, pinned
 from hdeval.criterion_scorer import CriterionScorer
 from hdeval.data import load_labels
 from hdeval.data.splitting import load_split
-from hdeval.decompose import CACHE_KIND, decompose, decomposition_prompt
+from hdeval.decompose import CACHE_KIND, decompose
+from hdeval.decompose_prompt import decomposition_prompt
 from hdeval.errors import JudgeUnavailableError
 from hdeval.hierarchy import criteria_to_expand, usable_modes
 from hdeval.judge import CachedJudge
-from hdeval.llm.types import ContextLimited
+from hdeval.llm.types import ContextLimited, LogLikelihood
 from hdeval.params import Params
 from hdeval.prompts import TEMPLATE_VERSION
 
@@ -118,8 +120,9 @@ class Planner:
         """Count ``planned`` requests (:meth:`CriterionScorer.plan`) not cached nor seen yet."""
         for mode, segments, continuation, requests in planned:
             new = [r for r in requests if r.key not in self.seen]
-            found = self.judge.cache.get_many([r.key for r in new])
             kind = "digits" if mode == "prompt" else "loglik"
+            usable = LogLikelihood.readable if kind == "loglik" else None
+            found = self.judge.cache.get_many([r.key for r in new], usable)
             cost.cached += len(requests) - len(new) + len(found)
             for request in new:
                 self.seen.add(request.key)
@@ -188,7 +191,8 @@ def calibrate(judge: CachedJudge, params: Params) -> dict:
     modes = ["prompt"] + (["likelihood"] if judge.likelihood_problem() is None else [])
     for mode in modes:
         unconditioned = params.hierarchy.unconditioned and mode == "likelihood"
-        scorer = CriterionScorer(judge, params.task, [mode], unconditioned)
+        profile = Profile.of(params.hierarchy)
+        scorer = CriterionScorer(judge, params.task, [mode], unconditioned, profile)
         tokens_before, start = judge.tokens.prompt, time.perf_counter()
         run = scorer.score(train.samples.iloc[:1], tree, progress=False)
         seconds, tokens = time.perf_counter() - start, judge.tokens.prompt - tokens_before
@@ -224,7 +228,8 @@ def estimate(params: Params, judge: CachedJudge) -> list[StageCost]:
     train, test = load_split(params.data)
     aspects = aspects_tree(params.data)
     unconditioned = hierarchy.unconditioned and "likelihood" in hierarchy.modes
-    scorer = CriterionScorer(judge, params.task, hierarchy.modes, unconditioned)
+    profile = Profile.of(hierarchy)
+    scorer = CriterionScorer(judge, params.task, hierarchy.modes, unconditioned, profile)
     stages: list[StageCost] = []
     tree, selected = aspects, []
     for number in range(1, hierarchy.layers + 1):

@@ -17,21 +17,16 @@ from typing import Any
 import numpy as np
 
 from hdeval.bundle import AGGREGATOR, CRITERIA, read_card, split_precision
-from hdeval.columns import feature_columns
+from hdeval.columns import Profile, feature_columns
 from hdeval.criteria import CriteriaTree
-from hdeval.criterion_scorer import (
-    CriterionScorer,
-    Sample,
-    ScoringFailure,
-    Truncation,
-    samples_of,
-)
+from hdeval.criterion_scorer import CriterionScorer
 from hdeval.errors import ModelIntegrityError
 from hdeval.judge import CachedJudge
 from hdeval.onnx_runtime import OnnxAggregator
 from hdeval.params import TaskSpec
 from hdeval.prompts import TEMPLATE_VERSION
 from hdeval.scales import clip_to_ranges
+from hdeval.scoring_run import Sample, ScoringFailure, Truncation, samples_of
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +100,9 @@ def open_bundle(path: str | Path) -> Bundle:
             f"{path} was trained with prompt templates {card['template_version']!r}, this "
             f"hdeval uses {TEMPLATE_VERSION!r}; retrain the evaluator"
         )
-    expected = feature_columns([c.id for c in tree], card["modes"], card["unconditioned"])
+    expected = feature_columns(
+        [c.id for c in tree], card["modes"], card["unconditioned"], profile_of(card)
+    )
     if expected != card["feature_names"]:
         raise ModelIntegrityError(f"{path}: feature order in the card does not match its criteria")
     aggregator = OnnxAggregator(path / AGGREGATOR, expected_sha256=card["aggregator_sha256"])
@@ -127,6 +124,11 @@ def open_bundle(path: str | Path) -> Bundle:
                 "retrain instead of editing a bundle"
             )
     return Bundle(path, card, tree, aggregator)
+
+
+def profile_of(card: dict) -> Profile:
+    """How the bundle's likelihoods become columns, as its card records it."""
+    return Profile(tuple(card["likelihood_stats"]), card["source_free"], card["length"])
 
 
 def check_judge(bundle: Bundle, judge: CachedJudge, strict_precision: bool = False) -> None:
@@ -180,7 +182,9 @@ class Evaluator:
         check_judge(bundle, judge, strict_precision)
         card = bundle.card
         task = TaskSpec.model_validate(card["task"])
-        scorer = CriterionScorer(judge, task, card["modes"], card["unconditioned"])
+        scorer = CriterionScorer(
+            judge, task, card["modes"], card["unconditioned"], profile_of(card)
+        )
         return cls(bundle.path, card, bundle.tree, bundle.aggregator, scorer)
 
     def score_samples(self, samples: Any, progress: bool = True) -> Scores:

@@ -20,15 +20,16 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 
-from hdeval.columns import UNCONDITIONED, check_failed_shares, of_mode
+from hdeval.columns import Profile, check_failed_shares, is_text_signal, of_mode
 from hdeval.criteria import CriteriaTree, apply_overrides, pinned
-from hdeval.criterion_scorer import CriterionScorer, ScoringRun
+from hdeval.criterion_scorer import CriterionScorer
 from hdeval.data import LabelledData
 from hdeval.decompose import decompose, undecomposed
 from hdeval.errors import ConfigError
 from hdeval.judge import CachedJudge
 from hdeval.params import HierarchyParams, Mode, TaskSpec
 from hdeval.pruning import criterion_importances, permutation_importances, select_for_decomposition
+from hdeval.scoring_run import ScoringRun
 from hdeval.tuning import cv_score
 
 log = logging.getLogger(__name__)
@@ -72,11 +73,12 @@ def mode_gains(
     pearson: float,
 ) -> dict[str, float]:
     """What each mode's criterion columns add to the proxy's grouped-CV Pearson ``pearson``:
-    ``pearson`` minus the CV Pearson without them (``lik:_text`` is kept as the reference).
+    ``pearson`` minus the CV Pearson without them (the text's own signals, ``lik:_text`` and
+    what comes with it, are kept as the reference).
     Both are floored at 0: a negative CV correlation is no more use than none."""
     gains: dict[str, float] = {}
     for mode in modes:
-        dropped = set(of_mode(features.columns, mode)) - {UNCONDITIONED}
+        dropped = {c for c in of_mode(features.columns, mode) if not is_text_signal(c)}
         rest = [c for c in features.columns if c not in dropped]
         without = 0.0
         if rest:
@@ -216,7 +218,7 @@ def run_layer(
     # the text's own likelihood stays when pruning drops the criterion-conditioned ones: the
     # mode gains are measured with it kept (see mode_gains)
     unconditioned = params.unconditioned and "likelihood" in params.modes
-    scorer = CriterionScorer(judge, task, modes, unconditioned)
+    scorer = CriterionScorer(judge, task, modes, unconditioned, Profile.of(params))
     run = scorer.score(train.samples, tree, progress=progress)
     check_failed_shares(run.features, params.max_failed_share)
     report = proxy_report(run.features, train, tree, number, params, modes, grow)

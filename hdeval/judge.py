@@ -96,9 +96,11 @@ class CachedJudge:
     def loglikelihoods(
         self, segments: Sequence[str], items: Mapping[str, tuple[str, str]]
     ) -> Answers[LogLikelihood]:
-        """Log-likelihoods of ``items`` (cache key -> (instruction, continuation))."""
+        """Log-likelihoods of ``items`` (cache key -> (instruction, continuation)), each with
+        its per-token log-probabilities. A cached value without them (written by an older
+        hdeval, which kept only their sum) is asked again."""
         answers: Answers[LogLikelihood] = Answers()
-        found = self.cache.get_many(items)
+        found = self.cache.get_many(items, usable=LogLikelihood.readable)
         answers.results = {k: LogLikelihood.from_dict(v) for k, v in found.items()}
         answers.cached = len(found)
         todo = [k for k in items if k not in found]
@@ -109,7 +111,7 @@ class CachedJudge:
 
     def _store(self, kind: str, fresh: Mapping[str, DigitScore | LogLikelihood], answers) -> None:
         answers.computed += len(fresh)
-        ok = {k: r for k, r in fresh.items() if not (isinstance(r, DigitScore) and not r.ok)}
+        ok = {k: r for k, r in fresh.items() if r.ok}
         failed = {k: r.failure or "unknown failure" for k, r in fresh.items() if k not in ok}
         self.cache.put_many(kind, {k: r.to_dict() for k, r in ok.items()})
         self.cache.record_failures(kind, failed)

@@ -15,7 +15,7 @@ from itertools import pairwise
 from hdeval.criteria import CriteriaTree, Criterion
 from hdeval.params import TaskSpec
 
-TEMPLATE_VERSION = "hdeval-prompts-3"
+TEMPLATE_VERSION = "hdeval-prompts-4"
 
 
 def source_segment(task: TaskSpec, source: str) -> str:
@@ -23,6 +23,12 @@ def source_segment(task: TaskSpec, source: str) -> str:
         f"You will be given a {task.source_noun} and a {task.output_noun} written for it.\n\n"
         f"## {task.source_label}\n{source.strip()}\n\n"
     )
+
+
+def source_free_segment(task: TaskSpec) -> str:
+    """What the judge reads before a text when its likelihood is scored without the source:
+    the task alone (:func:`source_free_instruction` follows)."""
+    return f"The task is {task.description.strip().rstrip('.')}.\n\n"
 
 
 def output_segment(task: TaskSpec, output: str) -> str:
@@ -81,6 +87,14 @@ def likelihood_instruction(task: TaskSpec, lineage: Sequence[Criterion] = ()) ->
         link = "in particular in" if depth == 0 else "and within that in"
         text += f", {link} {node.name} ({node.definition})"
     return text + "."
+
+
+def source_free_instruction(task: TaskSpec) -> str:
+    """The instruction of the source-free likelihood: write such a text, with no source given.
+    The text's log-probability after it is the judge's prior (how fluent and typical the text
+    is); its difference from the likelihood given the source is how much the source explains
+    the text (pointwise mutual information)."""
+    return f"## Instructions\nWrite a {task.output_noun}."
 
 
 def _checked(lineage: Sequence[Criterion]) -> list[Criterion]:

@@ -17,11 +17,15 @@ LABELS = {
     "without_layer_3": "HD-Eval without layer 3",
     "without_layers_2_3": "HD-Eval, layer 1 only (no decomposition)",
     "unconditioned_likelihood_only": "unconditioned likelihood, trained (no tree)",
+    "text_signals_only": "the text's own signals, trained (no tree)",
+    "means_only": "mean log-probabilities only, trained (GPTScore's features)",
     "averaged_scores": "criteria prompt scores averaged (untrained)",
     "direct-prompt": "direct 1-5 prompt per aspect",
     "overall-prompt:overall": "single overall 1-5 prompt",
     "likelihood": "GPTScore likelihood per aspect",
     "likelihood:unconditioned": "GPTScore likelihood, unconditioned",
+    "likelihood:source_free": "likelihood without the source (fluency prior)",
+    "likelihood:pmi": "PMI with the source (grounding), per token",
     "rouge:rouge1": "ROUGE-1 F1",
     "rouge:rouge2": "ROUGE-2 F1",
     "rouge:rougeL": "ROUGE-L F1",
@@ -34,6 +38,32 @@ COLUMNS = [
     ("summary", "pearson"),
     ("summary", "spearman"),
 ]
+
+
+def agreement_line(average: Mapping, levels: tuple[str, ...] = ("dataset", "summary")) -> str:
+    """ "dataset pearson 0.471 [0.40, 0.54], summary pearson ..." of an aspect average (the
+    ``average`` entry of :func:`hdeval.metrics.agreement`)."""
+    parts = []
+    for level in levels:
+        value, ci = average[level]["pearson"], average[level].get("pearson_ci")
+        interval = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
+        parts.append(f"{level} pearson {value:.3f}{interval}")
+    return ", ".join(parts)
+
+
+def run_summary(metrics: Mapping, bundle: str) -> str:
+    """The last line of a run: where the bundle is, how it did, its verdicts, what to run next."""
+    selection = metrics["selection"]
+    verdicts = metrics.get("acceptance", {})
+    gates = ", ".join(
+        f"{gate} {'accepted' if v['accepted'] else 'REFUSED'}" for gate, v in verdicts.items()
+    )
+    return (
+        f"bundle {bundle} ({selection['kind']} on {selection['features']}): held-out "
+        f"{agreement_line(metrics['held_out']['hdeval']['average'])}; gates: {gates or 'none'}; "
+        f"results.md has the comparison. Next: hdeval score --model {bundle} texts.jsonl "
+        "--explain"
+    )
 
 
 def baseline_summary(table: pd.DataFrame) -> dict:
@@ -211,6 +241,21 @@ def evaluation_plots(predicted: pd.DataFrame, test, layers: list[dict], out: Pat
     pd.DataFrame([{"criterion": k, "importance": v} for k, v in final]).to_csv(
         out / "importance.csv", index=False
     )
+
+
+def reading_markdown(mean_abs: pd.DataFrame, top: int = 4) -> str:
+    """What the shipped aggregator reads for each aspect: its ``top`` feature columns by mean
+    |SHAP| on the training texts, named in words (``mean_abs_shap.csv`` of the explain stage)."""
+    lines = [
+        "What the shipped evaluator reads, per aspect: its largest mean |SHAP| contributions on "
+        "the training texts (plots/explain has every feature):",
+        "",
+    ]
+    for aspect in [c for c in mean_abs.columns if c != "meaning"]:
+        ranked = mean_abs[aspect].sort_values(ascending=False).head(top)
+        parts = [f"{mean_abs.at[f, 'meaning']} `{f}` {v:.3f}" for f, v in ranked.items() if v > 0]
+        lines.append(f"- {aspect}: " + "; ".join(parts))
+    return "\n".join(lines) + "\n"
 
 
 def left_out_markdown(left_out: Mapping[str, str]) -> str:

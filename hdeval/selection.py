@@ -2,7 +2,8 @@
 aggregator kind.
 
 A candidate is a feature set (the modes scored, the deepest layer of the tree, with or without the
-unconditioned likelihood ``lik:_text``) and an aggregator kind. Every candidate gets the same
+text's own signals: ``lik:_text`` and what comes with it, see :mod:`hdeval.columns`) and an
+aggregator kind. Every candidate gets the same
 document-grouped CV as tuning (:func:`hdeval.tuning.cv_score`) with the kind's defaults; the
 CV-best one (or the simplest within ``aggregator.prefer_simpler_within`` of it) is then tuned and
 shipped. A candidate fit on all training rows that scores texts higher when every criterion score
@@ -14,14 +15,14 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 from sklearn.exceptions import ConvergenceWarning
 
 from hdeval.aggregators import constraints, make_aggregator
-from hdeval.columns import feature_columns
+from hdeval.columns import Profile, feature_columns, orientation
 from hdeval.criteria import CriteriaTree
 from hdeval.errors import ConfigError
 from hdeval.monotonicity import rising_share
@@ -42,16 +43,18 @@ TABLE_COLUMNS = [
 
 @dataclass(frozen=True)
 class FeatureSet:
-    """The feature columns of criteria down to layer ``depth``, scored in ``modes``."""
+    """The feature columns of criteria down to layer ``depth``, scored in ``modes``, with the
+    text's own signals when ``unconditioned``; likelihoods summarised as ``profile`` says."""
 
     modes: tuple[Mode, ...]
     depth: int
     unconditioned: bool
+    profile: Profile = field(default_factory=Profile)
 
     @property
     def name(self) -> str:
         layers = "1" if self.depth == 1 else f"1-{self.depth}"
-        text = "+lik:_text" if self.unconditioned else ""
+        text = "+text" if self.unconditioned else ""
         return f"{'+'.join(self.modes)} L{layers}{text}"
 
     def tree(self, tree: CriteriaTree) -> CriteriaTree:
@@ -67,15 +70,16 @@ class FeatureSet:
     def columns(self, tree: CriteriaTree) -> list[str]:
         """The columns, in the order the bundle's scorer writes them."""
         ids = [c.id for c in self.tree(tree)]
-        return feature_columns(ids, list(self.modes), self.unconditioned)
+        return feature_columns(ids, list(self.modes), self.unconditioned, self.profile)
 
 
 def candidate_feature_sets(
     hierarchy: HierarchyParams, search: AggregatorParams, depth: int, unconditioned: bool
 ) -> list[FeatureSet]:
     """The feature sets of ``search`` that a tree of ``depth`` scored in ``hierarchy.modes``
-    can give; ``unconditioned``: whether :data:`~hdeval.columns.UNCONDITIONED` was scored (it
-    can be without the likelihood mode, which mode pruning may have dropped)."""
+    can give; ``unconditioned``: whether the text's own signals were scored (they can be
+    without the likelihood mode, which mode pruning may have dropped)."""
+    profile = Profile.of(hierarchy)
     out: list[FeatureSet] = []
     for choice in search.feature_modes:
         modes: tuple[Mode, ...] = ("prompt", "likelihood") if choice == "both" else (choice,)
@@ -87,7 +91,7 @@ def candidate_feature_sets(
             for text in search.unconditioned:
                 if text and not unconditioned:
                     continue
-                candidate = FeatureSet(modes, layers, text)
+                candidate = FeatureSet(modes, layers, text, profile)
                 if candidate not in out:
                     out.append(candidate)
     if not out:
@@ -113,11 +117,12 @@ def selection_table(
     """Grouped-CV mean Pearson r of every (feature set, kind), best first (ties: listed order),
     and the :func:`~hdeval.monotonicity.rising_share` of the kind fit on all rows; each kind with
     its defaults and :func:`~hdeval.aggregators.constraints`."""
-    fixed = {kind: constraints(kind, nonnegative) for kind in kinds}
     rows = []
     with warnings.catch_warnings():  # an MLP that has not converged is still a fair candidate
         warnings.simplefilter("ignore", ConvergenceWarning)
         for candidate in candidates:
+            columns = candidate.columns(tree)
+            fixed = {kind: constraints(kind, nonnegative, columns) for kind in kinds}
             rows.extend(_rows(tree, features, targets, groups, candidate, fixed, n_splits, seed))
     table = pd.DataFrame(rows, columns=TABLE_COLUMNS)
     return table.sort_values("cv_pearson", ascending=False, kind="stable").reset_index(drop=True)
@@ -140,6 +145,7 @@ def _rows(
         raise ConfigError(f"feature set {candidate.name}: no feature column {missing[0]!r}")
     chosen = features[columns]
     X, Y = chosen.to_numpy(dtype=float), targets.to_numpy(dtype=float)
+    signs = [orientation(c) for c in columns]
     return [
         {
             "features": candidate.name,
@@ -149,7 +155,7 @@ def _rows(
             "kind": kind,
             "n_features": len(columns),
             "cv_pearson": cv_score(kind, params, chosen, targets, groups, n_splits, seed),
-            "rising_share": rising_share(make_aggregator(kind, seed, **params).fit(X, Y), X),
+            "rising_share": rising_share(make_aggregator(kind, seed, **params).fit(X, Y), X, signs),
         }
         for kind, params in fixed.items()
     ]

@@ -16,7 +16,20 @@ import pandas as pd
 
 from hdeval.aggregators import averaged_baseline, constraints, make_aggregator
 from hdeval.bundle import export_bundle
-from hdeval.columns import UNCONDITIONED, check_failed_shares, criterion_of, of_mode
+from hdeval.columns import (
+    FREE,
+    LIKELIHOOD,
+    MEAN,
+    PROMPT,
+    UNCONDITIONED,
+    check_failed_shares,
+    criterion_of,
+    is_text_signal,
+    of_mode,
+    orientation,
+    source_of,
+    stat_of,
+)
 from hdeval.criteria import CriteriaTree
 from hdeval.data import (
     LabelledData,
@@ -39,11 +52,15 @@ def fit_aggregator(
 
 
 def feature_subsets(tree: CriteriaTree, columns: Sequence[str]) -> dict[str, list[str]]:
-    """Feature sets of the ablations: all layers, without layer 3, layer 1 only, and per mode.
+    """Feature sets of the ablations: all layers, without layer 3, layer 1 only, per mode, the
+    text's own signals only, and means only.
 
-    Columns not tied to a criterion (``lik:_text``) are kept in every layer set. With both modes,
-    ``prompt_only`` and ``likelihood_only`` are HD-Eval on one mode's columns; with likelihood,
-    ``unconditioned_likelihood_only`` is the likelihood features without the tree.
+    The text's own signals (``lik:_text`` and what comes with it) are kept in every layer set.
+    With both modes, ``prompt_only`` and ``likelihood_only`` are HD-Eval on one mode's columns;
+    ``unconditioned_likelihood_only`` is the mean likelihood of the text given the source alone
+    (GPTScore, trained), ``text_signals_only`` every signal of the text without the tree, and
+    ``means_only`` the features of a judge read as GPTScore reads it: one mean log-probability
+    per likelihood (no other statistic, no source-free likelihood, PMI or length).
     """
     known = {c.id: c.layer for c in tree}
 
@@ -61,6 +78,13 @@ def feature_subsets(tree: CriteriaTree, columns: Sequence[str]) -> dict[str, lis
         subsets["likelihood_only"] = likelihood_columns
     if UNCONDITIONED in columns:
         subsets["unconditioned_likelihood_only"] = [UNCONDITIONED]
+    text = [c for c in columns if is_text_signal(c)]
+    if len(text) > 1 and len(text) < len(columns):
+        subsets["text_signals_only"] = text
+    means = [c for c in columns if stat_of(c) == MEAN and source_of(c) in (PROMPT, LIKELIHOOD)]
+    means = [c for c in means if criterion_of(c) != FREE]
+    if means and len(means) < len(columns):
+        subsets["means_only"] = means
     return subsets
 
 
@@ -127,10 +151,10 @@ def select_and_fit(
         table, candidates, search.prefer_simpler_within, search.rising_limit
     )
     chosen = features[feature_set.columns(tree)]
-    best = constraints(kind, search.nonnegative)
+    best = constraints(kind, search.nonnegative, list(chosen.columns))
     model = fit_aggregator(kind, best, chosen, targets, seed)
     if search.n_trials:
-        space = "".join(f"-{k}={v}" for k, v in best.items())  # one study per search space
+        space = "-oriented" if best else ""  # one study per search space
         tuned = tune(
             kind,
             chosen,
@@ -159,7 +183,7 @@ def _keeps_rising_limit(model, kind: str, X: pd.DataFrame, limit: float | None) 
     """Whether the fitted ``model`` keeps ``limit`` (:func:`rising_share`; None: unchecked)."""
     if limit is None:
         return True
-    share = rising_share(model, X.to_numpy(dtype=float))
+    share = rising_share(model, X.to_numpy(dtype=float), [orientation(c) for c in X.columns])
     if share > limit:
         log.info("tuned %s rises on %.1f %% of texts when worse: kept defaults", kind, 100 * share)
     return share <= limit
@@ -178,16 +202,16 @@ def ablation_predictions(
 ) -> dict[str, pd.DataFrame]:
     """Held-out predictions of every ablation (:func:`feature_subsets`) and of averaged scores.
 
-    ``hdeval`` uses the tuned ``params``; the ablations use the aggregator's defaults under the
-    same :func:`~hdeval.aggregators.constraints`. Predictions are clipped to each aspect's
+    ``hdeval`` (every final-layer column) uses the tuned ``params``, the ablations the
+    aggregator's defaults; each under :func:`~hdeval.aggregators.constraints` of its own
+    columns. Predictions are clipped to each aspect's
     ``ranges``, as the exported bundle's are.
     """
-    defaults = constraints(kind, nonnegative)
     predictions = {}
     for name, columns in feature_subsets(tree, list(train_x.columns)).items():
-        model = fit_aggregator(
-            kind, params if name == "hdeval" else defaults, train_x[columns], train.targets, seed
-        )
+        tuned = params if name == "hdeval" else {}  # on its own columns' constraints
+        settings = {**tuned, **constraints(kind, nonnegative, columns)}
+        model = fit_aggregator(kind, settings, train_x[columns], train.targets, seed)
         predictions[name] = pd.DataFrame(
             clip_to_ranges(
                 model.predict(test_x[columns].to_numpy(dtype=float)).reshape(len(test_x), -1),
@@ -244,6 +268,7 @@ def export_evaluator(
         task=params.task,
         modes=list(selected.feature_set.modes),
         unconditioned=selected.feature_set.unconditioned,
+        profile=selected.feature_set.profile,
         training_data=train.fingerprint(),
         metrics={"selection": selected.summary()},
         sample=features.to_numpy(dtype=float),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import sys
 from collections.abc import Callable
@@ -19,6 +20,7 @@ PREPARED = WORK / "prepared"
 LAYERS = WORK / "layers"
 TUNE = WORK / "tune"
 EVALUATE = WORK / "evaluate"
+EXPLAIN = WORK / "explain"
 BASELINES = WORK / "baselines"
 DHP = WORK / "dhp"
 ACCEPTANCE = WORK / "acceptance.json"
@@ -68,8 +70,11 @@ def read_features(path: Path):
 
 
 def run_stage(name: str, main: Callable[..., None], *args: object) -> None:
-    """Run a stage script: progress logged, an hdeval error reported in one line with exit 1."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    """Run a stage script: its progress bar and result lines; warnings and errors of the
+    library (``HDEVAL_LOG=INFO`` shows its progress messages too); an hdeval error reported in
+    one line with exit 1."""
+    level = os.environ.get("HDEVAL_LOG", "WARNING").upper()
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     try:
         main(*args)
     except HDEvalError as exc:

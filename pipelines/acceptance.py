@@ -5,18 +5,38 @@ margin; `acceptance.on_failure` decides whether a refusal fails `dvc repro` or o
 import pandas as pd
 
 from hdeval import workspace as ws
-from hdeval.acceptance import baseline_verdict, dhp_verdict, enforce
+from hdeval.acceptance import (
+    baseline_verdict,
+    compared_with,
+    dhp_verdict,
+    enforce,
+    paired_differences,
+)
+from hdeval.data import load_labels
 from hdeval.params import load_params
 
 
 def main() -> None:
-    settings = load_params(ws.PARAMS).acceptance
+    params = load_params(ws.PARAMS)
+    settings = params.acceptance
     name = "hdeval"  # the exported bundle in the DHP and comparison tables
     dhp = ws.read_json(ws.DHP / "summary.json")["scorers"][name]
     dhp_table = pd.read_csv(ws.DHP / f"{name}.csv", index_col=0)
+    table = pd.read_csv(ws.BASELINES / "compare.csv")
+    test = load_labels(ws.PREPARED / "test.jsonl", params.data.aspects, params.data.score_range)
+    differences = paired_differences(
+        ws.read_features(ws.BASELINES / "predictions.csv"),
+        test.samples,
+        test.targets,
+        name,
+        compared_with(table, settings),
+        settings,
+        params.evaluate.bootstrap,
+        params.hierarchy.seed,
+    )
     verdicts = [
         dhp_verdict(name, dhp["D_min_ew"], dhp_table, settings),
-        baseline_verdict(pd.read_csv(ws.BASELINES / "compare.csv"), settings, name),
+        baseline_verdict(table, settings, name, differences),
     ]
     ws.write_json(ws.ACCEPTANCE, {"verdicts": [v.to_dict() for v in verdicts]})
     print("\n".join(enforce(verdicts, settings.on_failure)))

@@ -1,8 +1,10 @@
 """Stage baselines: the same judge as direct prompts, an overall prompt, GPTScore likelihood,
 and ROUGE, against HD-Eval and its ablations on the same held-out rows."""
 
+import pandas as pd
+
 from hdeval import workspace as ws
-from hdeval.baselines import compare, render_markdown
+from hdeval.baselines import compare, entries, render_markdown
 from hdeval.criteria import aspects_tree
 from hdeval.data import load_labels
 from hdeval.judge import open_judge
@@ -14,7 +16,7 @@ def main() -> None:
     params = load_params(ws.PARAMS)
     test = load_labels(ws.PREPARED / "test.jsonl", params.data.aspects, params.data.score_range)
     judge = open_judge(params.llm)
-    entries: dict = {
+    scores: dict = {
         path.stem: ws.read_features(path)
         for path in sorted((ws.EVALUATE / "predictions").glob("*.csv"))
     }
@@ -22,9 +24,9 @@ def main() -> None:
     scorers = make_scorers(
         names, judge, params.task, aspects_tree(params.data), params.data.aspects
     )
-    entries.update({scorer.name: scorer for scorer in scorers})
+    scores.update({scorer.name: scorer.score(test.samples) for scorer in scorers})
     table = compare(
-        entries,
+        scores,
         test.samples,
         test.targets,
         n_boot=params.evaluate.bootstrap,
@@ -32,6 +34,13 @@ def main() -> None:
     )
     out = ws.fresh(ws.BASELINES)
     table.to_csv(out / "compare.csv", index=False)
+    aspects = list(test.targets.columns)  # each entry's predictions, for paired comparisons
+    predicted = [
+        frame.assign(entry=entry)
+        for name, scored in scores.items()
+        for entry, frame in entries(name, scored.reindex(test.samples.index), aspects).items()
+    ]
+    pd.concat(predicted).rename_axis("id").to_csv(out / "predictions.csv")
     (out / "compare.md").write_text(
         render_markdown(table, levels=("dataset", "summary"), correlations=("pearson", "spearman"))
     )

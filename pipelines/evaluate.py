@@ -1,17 +1,15 @@
 """Stage evaluate: score the held-out documents with the exported bundle; agreement with the
 human scores of the bundle and of its ablations, with document-bootstrap CIs."""
 
-import json
-
 from hdeval import workspace as ws
-from hdeval.columns import UNCONDITIONED
+from hdeval.columns import UNCONDITIONED, Profile
 from hdeval.criteria import CriteriaTree
 from hdeval.criterion_scorer import CriterionScorer
 from hdeval.data import load_labels
 from hdeval.evaluator import Evaluator
 from hdeval.judge import open_judge
 from hdeval.params import load_params
-from hdeval.results import evaluation_plots, layer_summary, stage_cost
+from hdeval.results import agreement_line, evaluation_plots, layer_summary, stage_cost
 from hdeval.training import ablation_predictions, agreements
 
 
@@ -31,7 +29,9 @@ def main() -> None:
     train_x = ws.read_features(final / "features.csv")
     # the ablations need every feature of the final layer, not only the bundle's (cached calls)
     unconditioned = UNCONDITIONED in train_x.columns
-    test_x = CriterionScorer(judge, params.task, modes, unconditioned).score(test.samples, tree)
+    profile = Profile.of(hierarchy)
+    scorer = CriterionScorer(judge, params.task, modes, unconditioned, profile)
+    test_x = scorer.score(test.samples, tree)
     predictions = ablation_predictions(
         tree,
         train_x,
@@ -71,8 +71,7 @@ def main() -> None:
     }
     ws.write_json(out / "metrics.json", metrics)
     evaluation_plots(scores.aspects, test, layers, ws.fresh(ws.PLOTS / "evaluate"))
-    average = held_out["hdeval"]["average"]
-    print(json.dumps({level: average[level] for level in ("dataset", "summary")}, indent=2))
+    print(f"held-out {len(test)} texts: {agreement_line(held_out['hdeval']['average'])}")
 
 
 if __name__ == "__main__":

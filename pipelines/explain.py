@@ -24,6 +24,7 @@ def main() -> None:
         importances=pd.Series(ws.read_json(final / "report.json")["importances"]),
         background=load_background(ws.BUNDLE),
         seed=params.hierarchy.seed,
+        table=ws.fresh(ws.EXPLAIN) / "mean_abs_shap.csv",
     )
     print(f"explanations: {', '.join(sorted(p.name for p in written.values()))}")
 

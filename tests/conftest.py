@@ -45,10 +45,19 @@ def summeval_rows() -> list[dict]:
 @pytest.fixture(scope="session")
 def llama_server(embedded_gguf: Path) -> Iterator[str]:
     """Base URL of a llama.cpp server on the embedded GGUF, using the GGUF's chat template."""
-    from tests.llama_server import run_llama_server
+    from tests.servers import run_llama_server
 
     threads = str(len(os.sched_getaffinity(0)))
     with run_llama_server(
         embedded_gguf, chat_format=None, extra_args=("--n_threads", threads)
     ) as base_url:
+        yield base_url
+
+
+@pytest.fixture(scope="session")
+def vllm_server(embedded_dir: Path) -> Iterator[str]:
+    """Base URL of a vLLM server (CPU build) on the embedded judge's converted weights."""
+    from tests.servers import run_vllm_server
+
+    with run_vllm_server(embedded_dir) as (base_url, _):
         yield base_url

@@ -34,8 +34,15 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def make_project(root: Path, rows: list[dict], params_update: dict) -> tuple[dict, dict]:
-    """dvc.yaml, pipelines/, hdeval/ and a one-aspect (coherence) params file in ``root``.
+def make_project(
+    root: Path,
+    rows: list[dict],
+    params_update: dict,
+    aspect: str = "coherence",
+    preset: Path = REPO / "params.yaml",
+) -> tuple[dict, dict]:
+    """dvc.yaml, pipelines/, hdeval/ and a one-aspect params file in ``root``: ``preset``
+    (the SummEval defaults, or a domain's preset) judged on ``aspect`` only.
 
     ``params_update`` maps a params section to the keys it changes. Returns (env, params).
     """
@@ -43,12 +50,12 @@ def make_project(root: Path, rows: list[dict], params_update: dict) -> tuple[dic
         source = REPO / name
         (shutil.copytree if source.is_dir() else shutil.copy)(source, root / name)
     write_jsonl(root / "labels.jsonl", rows)
-    tree = yaml.safe_load((REPO / "data" / "summeval" / "aspects.yaml").read_text())
-    tree["criteria"] = [c for c in tree["criteria"] if c["id"] == "coherence"]
+    params = yaml.safe_load(preset.read_text())
+    tree = yaml.safe_load((REPO / params["data"]["criteria"]).read_text())
+    tree["criteria"] = [c for c in tree["criteria"] if c["id"] == aspect]
     (root / "aspects.yaml").write_text(yaml.safe_dump(tree))
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
     params["data"].update(
-        path="labels.jsonl", criteria="aspects.yaml", aspects=["coherence"], n_docs=None
+        path="labels.jsonl", criteria="aspects.yaml", aspects=[aspect], n_docs=None
     )
     for section, values in params_update.items():
         params[section].update(values)

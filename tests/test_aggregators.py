@@ -142,21 +142,58 @@ def test_averaged_baseline_means_scores_under_each_aspect() -> None:
 def test_nonnegative_linear_keeps_weights_nonnegative_and_is_not_searched() -> None:
     """Two nearly collinear criteria, the target following their difference: a signed ridge
     weighs one of them negatively; with ``aggregator.nonnegative`` no weight is below zero and
-    Optuna never proposes signed weights."""
-    assert constraints("linear", True) == {"positive": True}
-    assert constraints("linear", False) == {} and constraints("forest", True) == {}
+    Optuna never proposes another orientation."""
+    columns = ["lik:a", "lik:b", "prompt:c"]
+    assert constraints("linear", True, columns) == {"orientation": (1, 1, 1)}
+    assert constraints("linear", False, columns) == {}
+    assert constraints("forest", True, columns) == {}
     rng = np.random.default_rng(0)
     base = rng.normal(size=300)
     X = np.column_stack([base, base + 0.1 * rng.normal(size=300), rng.normal(size=300)])
     y = np.column_stack([X[:, 1] - X[:, 0] + 0.3 * X[:, 2], X[:, 2]])
     signed = make_aggregator("linear", alpha=0.01).fit(X, y).named_steps["model"].coef_
     assert (signed < -0.1).any()
-    fixed = constraints("linear", True)
+    fixed = constraints("linear", True, columns)
     kept = make_aggregator("linear", alpha=0.01, **fixed).fit(X, y).named_steps["model"].coef_
     assert (kept >= 0).all()
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
     for _ in range(10):
         trial = study.ask()
         params = search_space("linear", trial, fixed)
-        assert params["positive"] is True and "positive" not in trial.params
+        assert params["orientation"] == (1, 1, 1) and set(trial.params) == {"alpha"}
         assert search_space("linear", optuna.trial.FixedTrial(trial.params), fixed) == params
+
+
+def test_oriented_ridge_is_ridge_with_each_weight_signed_by_its_column() -> None:
+    """All columns higher-is-better: the same fit as scikit-learn's Ridge(positive=True). A
+    lower-is-better column gets a weight <= 0, a column that is no quality judgement (length)
+    any sign, and the bundle's ONNX export reproduces its predictions."""
+    from sklearn.linear_model import Ridge
+
+    from hdeval.aggregators import OrientedRidge
+    from hdeval.onnx_export import to_onnx_model
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(200, 4))
+    Y = np.column_stack([X @ [1.0, -0.5, 0.8, -1.2], X @ [0.2, 0.4, -0.3, 0.5]])
+    Y += 0.1 * rng.normal(size=Y.shape)
+    positive = Ridge(alpha=3.0, positive=True).fit(X, Y[:, 0])
+    oriented = OrientedRidge(alpha=3.0, orientation=(1, 1, 1, 1)).fit(X, Y[:, 0])
+    np.testing.assert_allclose(oriented.coef_, positive.coef_, atol=1e-3)  # lbfgs' tolerance
+
+    def objective(model) -> float:
+        residual = Y[:, 0] - model.predict(X)
+        return float(residual @ residual + 3.0 * model.coef_ @ model.coef_)
+
+    assert objective(oriented) <= objective(positive) + 1e-9  # solved exactly
+    model = OrientedRidge(alpha=3.0, orientation=(1, -1, 1, 0)).fit(X, Y)
+    assert model.coef_.shape == (2, 4)
+    assert (model.coef_[:, 0] >= 0).all() and (model.coef_[:, 1] <= 0).all()
+    assert (model.coef_[:, 2] >= 0).all() and model.coef_[0, 3] < -0.5  # free: negative
+    assert model.coef_[1, 2] == 0.0  # its unconstrained fit would be negative
+    pipeline = make_aggregator("linear", alpha=3.0, orientation=(1, -1, 1, 0)).fit(X, Y)
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(to_onnx_model(pipeline, 4).SerializeToString())
+    onnx = session.run(None, {"features": X[:16].astype(np.float32)})[0]
+    np.testing.assert_allclose(onnx, pipeline.predict(X[:16].astype(np.float32)), atol=1e-5)

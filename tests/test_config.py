@@ -19,25 +19,26 @@ def _load(tmp_path: Path, llm: dict) -> LLMConfig:
 
 
 def test_defaults_and_a_valid_section(tmp_path: Path) -> None:
-    config = _load(tmp_path, {"backend": "embedded", "pack_tokens": 128})
-    assert config.pack_tokens == 128 and config.dtype == "auto"
+    config = _load(tmp_path, {"backend": "embedded", "concurrency": 2})
+    assert config.concurrency == 2 and config.dtype == "auto"
 
 
 def test_a_typo_is_an_error_naming_the_key(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"llm\.pack_token: Extra inputs are not permitted"):
-        _load(tmp_path, {"pack_token": 128})
+    with pytest.raises(ConfigError, match=r"llm\.concurency: Extra inputs are not permitted"):
+        _load(tmp_path, {"concurency": 2})
 
 
-def test_a_retired_key_names_its_replacement(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"llm\.max_batch was replaced by llm\.pack_tokens"):
-        _load(tmp_path, {"max_batch": 32})
+def test_a_retired_key_says_it_is_no_longer_used(tmp_path: Path) -> None:
+    for key in ("max_batch", "pack_tokens"):
+        with pytest.raises(ConfigError, match=rf"llm\.{key} is no longer used .*delete the key"):
+            _load(tmp_path, {key: 32})
 
 
 def test_backend_fields_are_required(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"llm\.base_url and llm\.model are required"):
         _load(tmp_path, {"backend": "openai"})
-    with pytest.raises(ConfigError, match=r"llm\.pack_tokens: Input should be greater"):
-        _load(tmp_path, {"pack_tokens": 0})
+    with pytest.raises(ConfigError, match=r"llm\.concurrency: Input should be greater"):
+        _load(tmp_path, {"concurrency": 0})
 
 
 def test_a_missing_file_is_an_error_not_the_defaults(tmp_path: Path) -> None:

@@ -805,3 +805,34 @@ def test_convert_summeval(tmp_path: Path) -> None:
         "scores": scores,
     }
     assert len(load_summeval(dst)) == 2
+
+
+def test_texts_to_score_need_no_document_id_nor_labels(tmp_path: Path) -> None:
+    """A production row is ``{id, source, output}``: accepted, with texts of one source grouped
+    under one document id; a row lacking what a text needs is refused naming it, and the
+    message says what a row must hold."""
+    from hdeval.data import load_texts
+
+    rows = [
+        {"id": "a", "source": "An article.", "output": "One."},
+        {"id": "b", "source": "An article.", "output": "Two.", "scores": {"coherence": 3}},
+        {"id": "c", "doc_id": "d9", "source": "Another.", "output": "Three."},
+    ]
+    good = tmp_path / "texts.jsonl"
+    good.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    samples = load_texts(good).samples
+    assert list(samples.index) == ["a", "b", "c"]
+    assert samples.loc["a", "doc_id"] == samples.loc["b", "doc_id"] != "d9"
+    assert samples.loc["c", "doc_id"] == "d9"
+    csv = tmp_path / "texts.csv"
+    csv.write_text('id,source,output\nx,"An article.",One.\n')
+    assert load_texts(csv).samples.loc["x", "doc_id"] == samples.loc["a", "doc_id"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"id": "z", "source": "An article."}) + "\n")
+    with pytest.raises(DataValidationError) as caught:
+        load_texts(bad)
+    message = str(caught.value)
+    assert "1 problem in texts file" in message and "(id 'z'): field 'output'" in message
+    assert (
+        'a row to score needs "id", "source"' in message and "doc_id" not in message.split("\n")[1]
+    )

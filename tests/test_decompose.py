@@ -6,14 +6,9 @@ import pytest
 
 from hdeval.cache import ResultCache, cache_key
 from hdeval.criteria import CriteriaTree, Criterion
-from hdeval.decompose import (
-    TEMPLATE_VERSION,
-    decompose,
-    decomposition_prompt,
-    parse_criteria_list,
-    slugify,
-    undecomposed,
-)
+from hdeval.decompose import decompose, slugify, undecomposed
+from hdeval.decompose_prompt import TEMPLATE_VERSION, decomposition_prompt
+from hdeval.decompose_reply import parse_criteria_list
 from hdeval.errors import ConfigError, HDEvalError
 from hdeval.judge import CachedJudge
 

@@ -14,7 +14,7 @@ from hdeval.data import load_labels
 from hdeval.hierarchy import run_layer
 from hdeval.judge import CachedJudge, open_judge
 from hdeval.params import HierarchyParams, LLMConfig, TaskSpec
-from tests.llama_server import MODEL_ALIAS
+from tests.servers import MODEL_ALIAS
 
 pytestmark = [pytest.mark.server, pytest.mark.model]
 REPO = Path(__file__).resolve().parents[1]
@@ -54,7 +54,7 @@ def test_decomposer_writes_the_tree_and_the_judge_scores(llama_server, embedded_
 @pytest.mark.model
 def test_an_int8_judge_leaves_the_criteria_to_its_unquantized_weights(embedded_dir):
     from hdeval.judge import open_decomposer
-    from hdeval.llm.local import resolve_dtype
+    from hdeval.llm.precision import resolve_dtype
     from hdeval.params import LLMConfig
 
     config = LLMConfig(quantize="int8")

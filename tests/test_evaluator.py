@@ -18,11 +18,12 @@ from hdeval.bundle import export_bundle
 from hdeval.cache import ResultCache
 from hdeval.columns import feature_columns
 from hdeval.criteria import CriteriaTree, Criterion
-from hdeval.criterion_scorer import CriterionScorer, Sample
+from hdeval.criterion_scorer import CriterionScorer
 from hdeval.evaluator import Evaluator
 from hdeval.judge import CachedJudge
 from hdeval.llm.types import DigitScore
 from hdeval.params import TaskSpec
+from hdeval.scoring_run import Sample
 
 ASPECTS = ["coherence", "fluency"]
 TREE = CriteriaTree(

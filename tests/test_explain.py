@@ -20,12 +20,12 @@ from hdeval.explain.runtime import (
     contributions,
     explain_features,
     explain_scores,
-    interventional_shapley,
     load_background,
     make_background,
     save_background,
 )
 from hdeval.explain.shap_report import explain_report, shap_explanations
+from hdeval.explain.shapley import interventional_shapley
 from hdeval.onnx_export import export_onnx
 from hdeval.onnx_runtime import OnnxAggregator
 from hdeval.paths import sha256_file
@@ -216,7 +216,7 @@ def test_by_criterion_sums_feature_columns(fitted, data) -> None:
     row = _complete_rows(X, 1).iloc[0]
     result = contributions(fitted["linear"], row, make_background(X, 8), output_names=ASPECTS)
     grouped = result.by_criterion()
-    assert list(grouped.values.index) == ["c0", "c1", "c2", "_text"]
+    assert list(grouped.values.index) == ["c0", "c1", "c2", "likelihood given the source"]
     np.testing.assert_allclose(
         grouped.values.loc["c0"].to_numpy(),
         result.values.loc[["prompt:c0", "lik:c0"]].sum().to_numpy(),
@@ -225,6 +225,48 @@ def test_by_criterion_sums_feature_columns(fitted, data) -> None:
     payload = json.loads(json.dumps(grouped.to_dict()))
     assert set(payload) == set(ASPECTS)
     assert set(payload["fluency"]) == {"base", "prediction", "contributions"}
+
+
+def test_by_criterion_when_criteria_are_named_like_the_aspects() -> None:
+    """The default bundle's criteria are its aspects (``lik:coherence`` explains the aspect
+    coherence); grouping once read those ids as the table's aspect columns and left every
+    explanation empty."""
+    rng = np.random.default_rng(4)
+    names = ["lik:coherence", "lik.p10:coherence", "lik:fluency", "pmi:_text", "len:_text"]
+    X = rng.normal(size=(60, len(names)))
+    Y = np.c_[X[:, 0] + X[:, 3], X[:, 2] - 0.2 * X[:, 4]]
+    model = make_aggregator("linear").fit(X, Y)
+    result = contributions(
+        model, X[0], X[:8], feature_names=names, output_names=["coherence", "fluency"]
+    ).by_criterion()
+    assert list(result.values.index) == [
+        "coherence", "fluency", "grounding in the source (PMI)", "length",
+    ]  # fmt: skip
+    payload = result.to_dict()
+    assert set(payload) == {"coherence", "fluency"}
+    for part in payload.values():
+        assert len(part["contributions"]) == 4 and any(part["contributions"].values())
+        assert abs(part["base"] + sum(part["contributions"].values()) - part["prediction"]) < 1e-9
+
+
+def test_a_clipped_score_is_explained_as_reported() -> None:
+    """A prediction above its aspect's range is reported at the top of the range; one more
+    contribution, named after the range, takes the explanation there."""
+    from hdeval.explain.runtime import Contributions
+
+    values = pd.DataFrame({"a": [2.0, 1.5], "b": [0.5, 0.25]}, index=["x", "y"])
+    raw = Contributions(
+        values,
+        pd.Series({"a": 3.0, "b": 3.0}),
+        pd.Series({"a": 6.5, "b": 3.75}),
+        "exact",
+    )
+    clipped = raw.clipped({"a": [1, 5], "b": [1, 5]})
+    payload = clipped.to_dict()
+    assert payload["a"]["prediction"] == 5.0
+    assert payload["a"]["contributions"]["clipped to the range [1, 5]"] == -1.5
+    assert "clipped to the range [1, 5]" not in payload["b"]["contributions"]  # not clipped
+    assert clipped.residual() < 1e-12 and raw.clipped(None) is raw
 
 
 # ---------------------------------------------------------------------- production (ONNX)

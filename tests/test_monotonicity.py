@@ -16,7 +16,7 @@ from hdeval.monotonicity import rising_share
 from hdeval.params import AggregatorParams, HierarchyParams, Params
 from hdeval.results import selection_markdown
 from hdeval.training import select_and_fit
-from tests.test_selection import grouped_samples
+from tests.test_selection import MEANS_ONLY, grouped_samples
 
 TREE = CriteriaTree([Criterion("coh", "coherence", "d"), Criterion("flu", "fluency", "d")])
 
@@ -43,7 +43,7 @@ def test_nonnegative_ridge_never_rises_and_an_inverse_one_always_does() -> None:
     X = rng.normal(size=(200, 3))
     X[rng.random(X.shape) < 0.1] = np.nan  # failed scores stay missing
     y = np.nan_to_num(X) @ [1.0, 0.5, 0.2]
-    assert rising_share(_fit("linear", X, y, positive=True), X) == 0.0
+    assert rising_share(_fit("linear", X, y, orientation=(1, 1, 1)), X) == 0.0
     assert rising_share(_fit("linear", X, -y), X) == 1.0
 
 
@@ -62,7 +62,9 @@ def test_selection_ships_the_best_candidate_that_does_not_rise(tmp_path) -> None
         aggregator = AggregatorParams(
             kinds=["linear", "tree"], feature_layers=[1], n_trials=0, cv_folds=4, **search
         )
-        params = Params(hierarchy=HierarchyParams(modes=["likelihood"]), aggregator=aggregator)
+        params = Params(
+            hierarchy=HierarchyParams(modes=["likelihood"], **MEANS_ONLY), aggregator=aggregator
+        )
         return select_and_fit(params, TREE, features, data, tmp_path)
 
     checked = ship()
@@ -86,6 +88,23 @@ def test_selection_ships_the_best_candidate_that_does_not_rise(tmp_path) -> None
 def test_no_candidate_that_keeps_the_promise_is_a_clear_error(tmp_path) -> None:
     features, data = _data(lambda f: np.abs(f["lik:coh"]))
     aggregator = AggregatorParams(kinds=["tree"], n_trials=0, cv_folds=4)
-    params = Params(hierarchy=HierarchyParams(modes=["likelihood"]), aggregator=aggregator)
+    params = Params(
+        hierarchy=HierarchyParams(modes=["likelihood"], **MEANS_ONLY), aggregator=aggregator
+    )
     with pytest.raises(ConfigError, match="max_rising_share"):
         select_and_fit(params, TREE, features, data, tmp_path)
+
+
+def test_worse_follows_each_columns_orientation() -> None:
+    """A lower-is-better column (share of surprising tokens) is raised, a column that is no
+    quality judgement (length) is left as it is: the oriented ridge never rises, while reading
+    every column as higher-is-better finds rises that are not there."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(200, 3))
+    y = X[:, 0] - X[:, 1] - 2.0 * X[:, 2]  # longer texts score lower here
+    signs = (1, -1, 0)
+    model = _fit("linear", X, y, orientation=signs)
+    coef = model.named_steps["model"].coef_
+    assert coef[0] > 0 and coef[1] < 0 and coef[2] < 0
+    assert rising_share(model, X, signs) == 0.0
+    assert rising_share(model, X) == 1.0  # lowering length as if it were a quality raises it

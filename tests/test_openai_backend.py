@@ -26,7 +26,7 @@ from hdeval.errors import UnsupportedError
 from hdeval.llm import LLMBackend
 from hdeval.llm.openai_compat import OpenAICompatibleBackend
 from hdeval.truncation import ContextOverflow
-from tests.llama_server import MODEL_ALIAS
+from tests.servers import MODEL_ALIAS
 
 pytestmark = pytest.mark.server
 

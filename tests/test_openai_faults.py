@@ -24,7 +24,7 @@ import pytest
 from hdeval.errors import HDEvalError, JudgeUnavailableError, UnsupportedError
 from hdeval.llm import LLMBackend
 from hdeval.llm.openai_compat import OpenAICompatibleBackend
-from tests.llama_server import free_port
+from tests.servers import free_port
 
 SECRET = "sk-test-0123456789abcdefSECRET"
 KEY_ENV = "HDEVAL_FAULT_TEST_KEY"

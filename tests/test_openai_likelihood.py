@@ -25,9 +25,9 @@ import pytest
 
 from hdeval.errors import UnsupportedError
 from hdeval.llm.echo import Echo, EchoError, continuation_loglikelihood, echo_problem
-from hdeval.llm.openai_compat import PROBE_TEXT, OpenAICompatibleBackend
+from hdeval.llm.openai_compat import OpenAICompatibleBackend
+from hdeval.llm.server_likelihood import PROBE_TEXT
 from hdeval.llm.types import LogLikelihood
-from hdeval.truncation import ContextOverflow
 
 # Qwen2.5's chat frame around a user message, as the local backend renders it.
 HEAD = (
@@ -229,9 +229,15 @@ def test_shifted_echo_is_unsupported() -> None:
     assert server.hits["POST /v1/completions"] == 3  # echo, plain next token, echo again
 
 
-def test_prompt_longer_than_the_context_raises_context_overflow() -> None:
-    with judge() as (backend, _), pytest.raises(ContextOverflow, match="context"):
-        backend.loglikelihoods(["word " * 500 + "\n"], [("q\n", "Good summary.")])
+def test_a_prompt_longer_than_the_context_is_that_items_failure() -> None:
+    """One item too long for the server's context is a failure naming why; the others in the
+    same call are scored."""
+    with judge() as (backend, _):
+        long, short = backend.loglikelihoods(
+            ["x\n"], [("q\n" + "word " * 500 + "\n", "Good summary."), ("q\n", "Good summary.")]
+        )
+    assert not long.ok and long.failure.startswith("prompt longer than the server's context")
+    assert short.ok and short.n_tokens > 0
 
 
 def test_empty_continuation_is_refused() -> None:
@@ -262,6 +268,6 @@ def test_echo_checks(echo: Echo, problem: str | None) -> None:
 
 def test_continuation_must_start_on_a_token_boundary() -> None:
     echo = _echo(["a", " bc", "d"], [None, -1.0, -2.0])
-    assert continuation_loglikelihood(echo, 1, 4) == LogLikelihood(sum=-1.0, n_tokens=1)
+    assert continuation_loglikelihood(echo, 1, 4) == LogLikelihood(tokens=(-1.0,))
     with pytest.raises(EchoError, match="no echoed token begins at character 2"):
         continuation_loglikelihood(echo, 2, 4)

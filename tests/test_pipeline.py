@@ -158,6 +158,43 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     assert calls["dhp"] == 0 or set(after) - set(before), (calls, before, after)
 
 
+def _score(root: Path, env: dict, texts: Path, out: Path, *extra: str) -> list[dict]:
+    hdeval = str(Path(sys.executable).parent / "hdeval")
+    _run([hdeval, "score", "--model", "models/evaluator", str(texts), "--out", str(out), *extra],
+         root, env)  # fmt: skip
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def test_hdeval_score_in_a_new_process_gives_the_evaluate_stages_scores(project, tmp_path):
+    """No training/serving skew: the held-out texts, as production rows (id, source, output:
+    no document id, no labels), scored by ``hdeval score`` in fresh processes with an empty
+    result cache, all at once and one text per call, get exactly the scores the ``evaluate``
+    stage reported; ``--explain`` gives every aspect contributions that add up to them."""
+    root, env, _, _ = project
+    fresh = {**env, "HDEVAL_CACHE": str(tmp_path / "empty-cache.sqlite")}
+    expected = pd.read_csv(root / "work/evaluate/predictions/hdeval.csv", index_col=0)
+    expected.index = expected.index.astype(str)
+    held_out = [json.loads(line) for line in (root / "work/prepared/test.jsonl").open()]
+    texts = [{k: r[k] for k in ("id", "source", "output")} for r in held_out]
+    batch = tmp_path / "texts.jsonl"
+    batch.write_text("".join(json.dumps(t) + "\n" for t in texts))
+    scored = {r["id"]: r for r in _score(root, fresh, batch, tmp_path / "all.jsonl", "--explain")}
+    for i, text in enumerate(texts[:2]):
+        single = tmp_path / f"text{i}.jsonl"
+        single.write_text(json.dumps(text) + "\n")
+        fresh_one = {**env, "HDEVAL_CACHE": str(tmp_path / f"cache{i}.sqlite")}
+        [alone] = _score(root, fresh_one, single, tmp_path / f"one{i}.jsonl")
+        assert alone["scores"] == pytest.approx(scored[text["id"]]["scores"], abs=1e-6)
+    assert set(scored) == set(expected.index)
+    for sample_id, row in scored.items():
+        for aspect, value in row["scores"].items():
+            assert value == pytest.approx(expected.loc[sample_id, aspect], abs=1e-6)
+            part = row["explanation"]["aspects"][aspect]
+            assert part["contributions"] and any(part["contributions"].values())
+            total = part["base"] + sum(part["contributions"].values())
+            assert total == pytest.approx(value, abs=1e-6)
+
+
 def _repro_acceptance(root: Path, env: dict, params: dict, gates: dict):
     """``dvc repro acceptance`` with ``gates`` in the acceptance section; params restored."""
     strict = {**params, "acceptance": {**params["acceptance"], **gates}}

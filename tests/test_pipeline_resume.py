@@ -11,11 +11,12 @@ import subprocess
 import numpy as np
 import pandas as pd
 
-from hdeval.columns import feature_columns
+from hdeval.columns import Profile, feature_columns
 from hdeval.criteria import CriteriaTree
 from hdeval.evaluator import Evaluator
 from hdeval.judge import CachedJudge
 from hdeval.llm.openai_compat import OpenAICompatibleBackend
+from hdeval.params import Params
 from tests.dvc_project import DVC, jsonl_ids, make_project, run, summeval_rows, write_params
 from tests.processes import kill_when
 
@@ -37,7 +38,9 @@ def _write_layer(root, identity: str) -> None:
     tree = CriteriaTree.from_yaml(root / "aspects.yaml")
     tree.to_yaml(layer / "tree.yaml")
     ids = jsonl_ids(root / "work" / "prepared" / "train.jsonl")
-    columns = feature_columns([c.id for c in tree], ["prompt", "likelihood"], True)
+    columns = feature_columns(
+        [c.id for c in tree], ["prompt", "likelihood"], True, Profile.of(Params().hierarchy)
+    )
     rng = np.random.default_rng(0)
     features = pd.DataFrame(rng.normal(size=(len(ids), len(columns))), index=ids, columns=columns)
     features.to_csv(layer / "features.csv")
@@ -53,7 +56,9 @@ def test_killed_tuning_keeps_the_bundle_and_the_finished_trials(tmp_path):
         summeval_rows(64),
         {"data": {"test_fraction": 0.25}, "aggregator": {"n_trials": 3, "cv_folds": 2}},
     )
-    backend = OpenAICompatibleBackend("http://127.0.0.1:9/v1", model="local")  # never contacted
+    backend = OpenAICompatibleBackend(  # never contacted: named, not asked for its weights
+        "http://127.0.0.1:9/v1", model="local", identity="openai-compatible:test:local"
+    )
     judge = CachedJudge(backend)
     run([DVC, "repro", "prepare"], root, env)
     _write_layer(root, judge.identity)

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.dvc_project import DVC, make_project, run, summeval_rows
-from tests.llama_server import MODEL_ALIAS, run_llama_server
+from tests.servers import MODEL_ALIAS, run_llama_server
 
 pytestmark = pytest.mark.server
 
@@ -89,3 +91,18 @@ def test_whole_pipeline_on_a_server_without_likelihoods(tmp_path, llama_server):
     assert layers["3"]["stopped"] == "the tree stopped growing earlier"
     report = json.loads((root / "work/layers/3/report.json").read_text())
     assert report["llm_calls"] == 0 and report["criteria"] == []  # nothing new to score
+    # the prompt-mode bundle explains its scores: every aspect has contributions, adding up
+    texts = root / "texts.jsonl"
+    held_out = [json.loads(line) for line in (root / "work/prepared/test.jsonl").open()][:2]
+    texts.write_text(
+        "".join(json.dumps({k: r[k] for k in ("id", "source", "output")}) + "\n" for r in held_out)
+    )
+    out = root / "scores.jsonl"
+    hdeval = str(Path(sys.executable).parent / "hdeval")
+    run([hdeval, "score", "--model", "models/evaluator", str(texts), "--out", str(out),
+         "--explain"], root, env)  # fmt: skip
+    for row in map(json.loads, out.read_text().splitlines()):
+        for aspect, part in row["explanation"]["aspects"].items():
+            assert part["contributions"] and any(part["contributions"].values()), aspect
+            total = part["base"] + sum(part["contributions"].values())
+            assert abs(total - row["scores"][aspect]) < 1e-6

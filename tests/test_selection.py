@@ -8,7 +8,8 @@ import optuna
 import pandas as pd
 import pytest
 
-from hdeval.columns import feature_columns
+from hdeval.aggregators import constraints
+from hdeval.columns import Profile, feature_columns
 from hdeval.criteria import CriteriaTree, Criterion
 from hdeval.data import LabelledData
 from hdeval.errors import ConfigError
@@ -62,17 +63,21 @@ def grouped_samples(ids: list[str], per_doc: int) -> pd.DataFrame:
     )
 
 
+#: Likelihood columns as GPTScore reads them: one mean each, no other signal of the text.
+MEANS_ONLY = {"likelihood_stats": ["mean"], "source_free": False, "length": False}
+
+
 def test_candidates_follow_the_search_space_and_what_was_scored() -> None:
-    hierarchy = HierarchyParams(modes=["prompt", "likelihood"], unconditioned=True)
+    hierarchy = HierarchyParams(modes=["prompt", "likelihood"], unconditioned=True, **MEANS_ONLY)
     everything = candidate_feature_sets(hierarchy, AggregatorParams(), 3, unconditioned=True)
     # each of prompt, likelihood, both: 3 depths x with/without lik:_text
     assert len(everything) == 3 * 6
-    assert FeatureSet(("prompt",), 1, True) in everything
+    assert FeatureSet(("prompt",), 1, True, Profile()) in everything
     without_text = candidate_feature_sets(hierarchy, AggregatorParams(), 3, unconditioned=False)
     assert len(without_text) == 3 * 3 and not any(c.unconditioned for c in without_text)
     shallow = candidate_feature_sets(hierarchy, AggregatorParams(), depth=2, unconditioned=True)
     assert max(c.depth for c in shallow) == 2
-    prompt_only = HierarchyParams(modes=["prompt"])
+    prompt_only = HierarchyParams(modes=["prompt"], **MEANS_ONLY)
     assert {c.modes for c in candidate_feature_sets(prompt_only, AggregatorParams(), 3, False)} == {
         ("prompt",)
     }
@@ -92,13 +97,19 @@ def test_feature_set_cuts_the_tree_and_orders_columns_like_the_scorer() -> None:
     assert not tree.get("coh_a").decomposed  # a leaf of the shipped tree
     assert cut.columns(TREE)[:2] == ["prompt:coh", "prompt:flu"]
     assert cut.columns(TREE)[-1] == "lik:_text" and len(cut.columns(TREE)) == 11
-    assert cut.name == "prompt+likelihood L1-2+lik:_text"
+    assert cut.name == "prompt+likelihood L1-2+text"
+    profiled = FeatureSet(("likelihood",), 1, True, Profile(("mean", "p10"), True, True))
+    assert profiled.columns(TREE) == [
+        "lik:coh", "lik.p10:coh", "lik:flu", "lik.p10:flu",
+        "lik:_text", "lik.p10:_text", "lik:_free", "lik.p10:_free",
+        "pmi:_text", "pmi.sum:_text", "len:_text",
+    ]  # fmt: skip
 
 
 def test_grouped_cv_table_ranks_the_informative_group_first() -> None:
     features, data = _data()
     groups = data.samples["doc_id"].to_numpy()
-    both = HierarchyParams(modes=["prompt", "likelihood"])
+    both = HierarchyParams(modes=["prompt", "likelihood"], **MEANS_ONLY)
     candidates = candidate_feature_sets(both, AggregatorParams(), 3, True)
     table = selection_table(
         TREE, features, data.targets, groups, candidates, ["linear", "tree"], 4, 0
@@ -114,6 +125,7 @@ def test_grouped_cv_table_ranks_the_informative_group_first() -> None:
 def test_select_and_fit_ships_the_cv_best_with_bundle_columns(tmp_path) -> None:
     features, data = _data()
     params = Params(
+        hierarchy=HierarchyParams(**MEANS_ONLY),
         aggregator=AggregatorParams(
             kinds=["linear", "tree"], n_trials=3, cv_folds=4, prefer_simpler_within=0.0
         ),
@@ -160,13 +172,36 @@ def test_the_shipped_linear_aggregator_is_nonnegative_and_each_space_has_its_stu
 
     def ship(nonnegative: bool):
         search = AggregatorParams(kinds=["linear"], n_trials=3, cv_folds=4, nonnegative=nonnegative)
-        return select_and_fit(Params(aggregator=search), TREE, features, data, tmp_path)
+        params = Params(hierarchy=HierarchyParams(**MEANS_ONLY), aggregator=search)
+        return select_and_fit(params, TREE, features, data, tmp_path)
 
     signed = ship(False)
     assert (signed.model.named_steps["model"].coef_ < 0).any()
     kept = ship(True)
     assert (kept.model.named_steps["model"].coef_ >= 0).all()
-    assert kept.params["positive"] is True
+    assert set(kept.params["orientation"]) == {1}
     assert kept.cv_pearson < signed.cv_pearson  # the constraint costs the inverse criterion
     names = optuna.get_all_study_names(f"sqlite:///{tmp_path / 'optuna.sqlite'}")
-    assert len(names) == 2 and any("positive=True" in n for n in names)
+    assert len(names) == 2 and any("oriented" in n for n in names)
+
+
+def test_ablations_refit_every_subset_under_its_own_constraints() -> None:
+    """A bundle shipped on fewer columns than the final layer has (likelihood only, where the
+    layer also scored prompts): its tuned parameters and the weight signs of each ablation
+    follow that ablation's own columns, and every ablation predicts every held-out row."""
+    from hdeval.training import ablation_predictions
+
+    features, data = _data()
+    features["lik.surprise:_text"] = -features["lik:_text"]  # lower is better
+    train_ids, test_ids = features.index[:64], features.index[64:]
+    train = LabelledData(data.samples.loc[train_ids], data.targets.loc[train_ids])
+    shipped = FeatureSet(("likelihood",), 2, True).columns(TREE)
+    tuned = {"alpha": 0.5, **constraints("linear", True, shipped)}
+    predictions = ablation_predictions(
+        TREE, features.loc[train_ids], train, features.loc[test_ids], "linear", tuned, 0,
+        {"coherence": (-5.0, 5.0), "fluency": (-5.0, 5.0)}, nonnegative=True,
+    )  # fmt: skip
+    assert {"hdeval", "prompt_only", "likelihood_only", "text_signals_only"} <= set(predictions)
+    for name, table in predictions.items():
+        if name != "averaged_scores":
+            assert table.shape == (len(test_ids), 2) and table.notna().all().all(), name

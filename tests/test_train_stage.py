@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from tests.dvc_project import write_jsonl
-from tests.test_selection import TREE, _data
+from tests.test_selection import MEANS_ONLY, TREE, _data
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -41,7 +41,7 @@ def test_train_stage_without_tuning_writes_its_outs_in_a_fresh_workspace(tmp_pat
     (layer / "report.json").write_text(json.dumps(report))
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     params["data"].update(aspects=["coherence", "fluency"], score_range=[1.0, 5.0])
-    params["hierarchy"].update(modes=["prompt", "likelihood"])
+    params["hierarchy"].update(modes=["prompt", "likelihood"], **MEANS_ONLY)
     params["aggregator"].update(kinds=["linear"], n_trials=0, cv_folds=4)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
 

@@ -212,3 +212,17 @@ def test_cli_train_runs_baselines_dhp_and_the_gates(tiny, tmp_path, monkeypatch)
     assert isinstance(refused.exception, AcceptanceError)  # `hdeval` turns it into exit 2
     assert "DHP refused hdeval" in str(refused.exception)
     assert (tmp_path / "w" / "metrics.json").is_file() and (tmp_path / "b" / "card.json").is_file()
+
+
+def test_the_public_api_loads_lazily():
+    """``from hdeval import Evaluator, open_judge, LLMConfig`` (the README's example) works,
+    and neither it nor ``import hdeval`` pulls in torch, scikit-learn or pandas."""
+    code = (
+        "import sys, hdeval; heavy = ('torch', 'sklearn', 'pandas', 'optuna');"
+        "assert not [m for m in heavy if m in sys.modules];"
+        "from hdeval import Evaluator, LLMConfig, open_judge; import hdeval.evaluator;"
+        "assert Evaluator is hdeval.evaluator.Evaluator and LLMConfig().backend == 'embedded';"
+        "assert callable(open_judge) and not [m for m in heavy if m in sys.modules]"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stderr

@@ -24,7 +24,7 @@ a single score (``overall``, ``rouge1``, ``average``...) and is correlated with 
 :func:`render_markdown` and :func:`render_rich` draw the result as one table.
 """
 
-from hdeval.baselines.compare import LEVELS, compare, render_markdown, render_rich
+from hdeval.baselines.compare import LEVELS, compare, entries, render_markdown, render_rich
 from hdeval.baselines.llm import (
     OVERALL_TEMPLATE_VERSION,
     DirectPromptScorer,
@@ -42,6 +42,7 @@ __all__ = [
     "OverallPromptScorer",
     "RougeScorer",
     "compare",
+    "entries",
     "overall_prompt",
     "render_markdown",
     "render_rich",

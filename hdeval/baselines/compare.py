@@ -14,10 +14,22 @@ from hdeval.text_scorers import TextScorer
 
 LEVELS: tuple[str, ...] = ("dataset", "summary", "system")
 COMPARE_COLUMNS = ["scorer", "aspect", "level", "correlation", "value", "ci_low", "ci_high", "n"]
+PAIRED_COLUMNS = [
+    "scorer",
+    "against",
+    "level",
+    "correlation",
+    "difference",
+    "ci_low",
+    "ci_high",
+    "n",
+]
 
 
-def _entries(name: str, scores: pd.DataFrame, aspects: list[str]) -> dict[str, pd.DataFrame]:
-    """Predicted-score frames to correlate: matched aspect columns, then single scores."""
+def entries(name: str, scores: pd.DataFrame, aspects: list[str]) -> dict[str, pd.DataFrame]:
+    """The predicted-score frames a scorer's table gives, one column per aspect: ``name`` for
+    its columns named after aspects, then ``name:column`` for each other column, which then
+    predicts every aspect (``likelihood:pmi``)."""
     out: dict[str, pd.DataFrame] = {}
     matched = [a for a in aspects if a in scores.columns]
     if matched:
@@ -62,7 +74,7 @@ def compare(
     for name, scorer in named:
         scores = scorer if isinstance(scorer, pd.DataFrame) else scorer.score(samples)
         scores = scores.reindex(samples.index)
-        for entry, predicted in _entries(name, scores, aspects).items():
+        for entry, predicted in entries(name, scores, aspects).items():
             used = predicted.dropna(how="any")
             result = agreement(
                 used,

@@ -8,13 +8,14 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from hdeval.columns import UNCONDITIONED
+from hdeval.columns import PMI_MEAN, SOURCE_FREE, UNCONDITIONED, Profile
 from hdeval.columns import column as feature_column
 from hdeval.criteria import CriteriaTree, Criterion
-from hdeval.criterion_scorer import CriterionScorer, Request, ScoringRun
+from hdeval.criterion_scorer import CriterionScorer, Request
 from hdeval.errors import ConfigError
 from hdeval.judge import DIGITS, CachedJudge
 from hdeval.params import TaskSpec
+from hdeval.scoring_run import ScoringRun
 
 #: Part of the cache key of every overall-quality prompt; bump it when the template changes.
 OVERALL_TEMPLATE_VERSION = "hdeval-overall-1"
@@ -170,13 +171,18 @@ class OverallPromptScorer(_LLMBaseline):
 
 
 class LikelihoodScorer(_LLMBaseline):
-    """GPTScore: mean token log-likelihood (nats, higher = better) of the text given the source.
+    """GPTScore: mean token log-likelihood (nats, higher = better) of the text given the source,
+    and the two single signals of the text's own likelihoods.
 
-    Columns: ``unconditioned`` (plain "write a summary" instruction), one per aspect of
+    Columns: ``unconditioned`` (plain "write a summary" instruction), ``source_free`` (the same
+    without the source: the judge's prior, fluency), ``pmi`` (the first minus the second per
+    token: how much the source explains the text, grounding), one per aspect of
     ``aspects_tree`` (the instruction names the aspect) and their ``average``.
     """
 
     UNCONDITIONED_COLUMN = "unconditioned"
+    SOURCE_FREE_COLUMN = "source_free"
+    PMI_COLUMN = "pmi"
 
     def __init__(
         self,
@@ -189,18 +195,29 @@ class LikelihoodScorer(_LLMBaseline):
         progress: bool = False,
     ) -> None:
         roots = [] if aspects_tree is None else _aspects(aspects_tree, aspects)
-        scorer = CriterionScorer(judge, task, ("likelihood",), unconditioned=True)
+        profile = Profile(source_free=True)
+        scorer = CriterionScorer(judge, task, ("likelihood",), True, profile)
         super().__init__(scorer, CriteriaTree(roots), progress)
         self.aspects = [c.id for c in roots]
         self.name = name
-        self.metrics = [self.UNCONDITIONED_COLUMN, *self.aspects]
+        self.metrics = [
+            self.UNCONDITIONED_COLUMN,
+            self.SOURCE_FREE_COLUMN,
+            self.PMI_COLUMN,
+            *self.aspects,
+        ]
         if self.aspects:
             self.metrics.append(AVERAGE)
 
     def score(self, samples: pd.DataFrame) -> pd.DataFrame:
         features = self._features(samples)
         out = pd.DataFrame(
-            {self.UNCONDITIONED_COLUMN: features[UNCONDITIONED]}, index=samples.index
+            {
+                self.UNCONDITIONED_COLUMN: features[UNCONDITIONED],
+                self.SOURCE_FREE_COLUMN: features[SOURCE_FREE],
+                self.PMI_COLUMN: features[PMI_MEAN],
+            },
+            index=samples.index,
         )
         for a in self.aspects:
             out[a] = features[feature_column("likelihood", a)]

@@ -14,6 +14,7 @@ import pandas as pd
 from hdeval.data.table import OPTIONAL_COLUMNS, LabelledData, ScoreRange, _build
 from hdeval.data.validation import (
     MAX_FIELD_CHARS,
+    TEXT_ROW_HINT,
     _ErrorLog,
     _normalise_ranges,
     _raw_id,
@@ -111,7 +112,9 @@ def _csv_score_value(cell: str) -> Any:
         return cell
 
 
-def _csv_rows(text: str, aspects: Sequence[str], log: _ErrorLog) -> Iterator[tuple[str, Any]]:
+def _csv_rows(
+    text: str, aspects: Sequence[str], log: _ErrorLog, texts: bool = False
+) -> Iterator[tuple[str, Any]]:
     hint = "quote fields that contain commas, quotes or line breaks"
     try:
         with warnings.catch_warnings():
@@ -139,13 +142,16 @@ def _csv_rows(text: str, aspects: Sequence[str], log: _ErrorLog) -> Iterator[tup
             log.add("header", f"missing score column '{aspect}' (or 'scores.{aspect}')")
         else:
             score_columns[aspect] = found[0]
-    for column in ("id", "doc_id", "source", "output"):
+    required = ("id", "source", "output") if texts else ("id", "doc_id", "source", "output")
+    for column in required:
         if column not in frame.columns:
             log.add("header", f"missing column '{column}'")
     if log.messages:
         return
     for number, cells in enumerate(frame.to_dict("records"), start=1):
-        row: dict[str, Any] = {k: cells[k] for k in ("id", "doc_id", "source", "output")}
+        row: dict[str, Any] = {k: cells[k] for k in required}
+        if cells.get("doc_id", "").strip():
+            row["doc_id"] = cells["doc_id"]
         if cells.get("system_id", "").strip():
             row["system_id"] = cells["system_id"]
         for optional in ("reference", *OPTIONAL_COLUMNS):
@@ -158,7 +164,7 @@ def _csv_rows(text: str, aspects: Sequence[str], log: _ErrorLog) -> Iterator[tup
 
 
 def _parsed_rows(
-    path: Path, handle: BinaryIO, aspects: Sequence[str], log: _ErrorLog
+    path: Path, handle: BinaryIO, aspects: Sequence[str], log: _ErrorLog, texts: bool = False
 ) -> Iterator[tuple[str, Any]]:
     suffix = path.suffix.lower()
     bom = len(_BOM) if handle.read(len(_BOM)) == _BOM else 0
@@ -180,7 +186,7 @@ def _parsed_rows(
         return
     text = body.decode("utf-8")
     if suffix in CSV_SUFFIXES:
-        yield from _csv_rows(text, aspects, log)
+        yield from _csv_rows(text, aspects, log, texts)
     else:
         yield from _json_array_rows(text, log)
 
@@ -202,25 +208,31 @@ def load_labels(
 
 
 def load_texts(path: str | Path, max_chars: int = MAX_FIELD_CHARS) -> LabelledData:
-    """Read texts to score (rows as in a label file; ``scores`` optional and ignored)."""
-    return _load(Path(path), [], {}, max_chars)
+    """Read texts to score: rows with ``id``, ``source`` and ``output`` (``doc_id``,
+    ``system_id``, ``references`` optional; ``scores`` optional and ignored). A row without a
+    ``doc_id`` gets its source's hash (:func:`~hdeval.data.validation.document_of`)."""
+    return _load(Path(path), [], {}, max_chars, texts=True)
 
 
 def _load(
-    path: Path, aspects: list[str], ranges: dict[str, ScoreRange], max_chars: int
+    path: Path,
+    aspects: list[str],
+    ranges: dict[str, ScoreRange],
+    max_chars: int,
+    texts: bool = False,
 ) -> LabelledData:
     suffix = path.suffix.lower()
     if suffix not in JSON_LINES_SUFFIXES + CSV_SUFFIXES:
         raise DataValidationError(
             f"{path}: unsupported label file type {path.suffix!r}; use .jsonl, .json or .csv"
         )
-    log = _ErrorLog(path)
+    log = _ErrorLog(path, "texts file", TEXT_ROW_HINT) if texts else _ErrorLog(path)
     records: list[dict[str, Any]] = []
     first_seen: dict[str, str] = {}
     try:
         with open(path, "rb") as handle:
-            for where, parsed in _parsed_rows(path, handle, aspects, log):
-                record, problems = _validate_row(parsed, aspects, ranges, max_chars)
+            for where, parsed in _parsed_rows(path, handle, aspects, log, texts):
+                record, problems = _validate_row(parsed, aspects, ranges, max_chars, texts)
                 row_id = _raw_id(parsed)
                 for problem in problems:
                     log.add(where, problem, row_id)

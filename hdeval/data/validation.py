@@ -127,10 +127,16 @@ def _validate_row(
     aspects: Sequence[str],
     ranges: Mapping[str, ScoreRange],
     max_chars: int = MAX_FIELD_CHARS,
+    texts: bool = False,
 ) -> tuple[dict[str, Any] | None, list[str]]:
-    """Validate one parsed row; return (canonical record or None, error messages)."""
+    """Validate one parsed row; return (canonical record or None, error messages).
+
+    ``texts``: a row to score rather than a label row, whose ``doc_id`` may be left out
+    (:func:`document_of` gives one)."""
     if not isinstance(raw, dict):
         return None, [f"expected a JSON object, got {_type_name(raw)}"]
+    if texts and raw.get("doc_id") is None and isinstance(raw.get("source"), str):
+        raw = {**raw, "doc_id": document_of(raw["source"])}
     errors: list[str] = _length_errors(raw, max_chars)
     if errors:
         return None, errors
@@ -184,11 +190,28 @@ def _raw_id(raw: Any) -> str | None:
     return None
 
 
-class _ErrorLog:
-    """Collects located error messages and raises them together."""
+#: What a row of texts to score must hold, said where a text file is refused.
+TEXT_ROW_HINT = (
+    'a row to score needs "id", "source" (what the text was written from) and "output" (the '
+    'text); "doc_id", "system_id", "references" and "scores" are optional'
+)
 
-    def __init__(self, path: Path) -> None:
+
+def document_of(source: str) -> str:
+    """The document id of a text row without one: its source's hash, so texts of one source
+    are scored together and share its computation."""
+    import hashlib
+
+    return "source-" + hashlib.sha256(source.encode("utf-8", "replace")).hexdigest()[:16]
+
+
+class _ErrorLog:
+    """Collects located error messages and raises them together; ``hint`` ends the message."""
+
+    def __init__(self, path: Path, what: str = "label file", hint: str = "") -> None:
         self.path = path
+        self.what = what
+        self.hint = hint
         self.messages: list[str] = []
 
     def add(self, where: str, message: str, row_id: str | None = None) -> None:
@@ -200,10 +223,12 @@ class _ErrorLog:
             return
         count = len(self.messages)
         shown = self.messages[:MAX_REPORTED_ERRORS]
-        lines = [f"{self.path}: {count} problem{'s' if count != 1 else ''} in label file:"]
+        lines = [f"{self.path}: {count} problem{'s' if count != 1 else ''} in {self.what}:"]
         lines += [f"  - {m}" for m in shown]
         if count > len(shown):
             lines.append(f"  ... and {count - len(shown)} more")
+        if self.hint:
+            lines.append(f"({self.hint})")
         raise DataValidationError("\n".join(lines))
 
 

@@ -5,16 +5,21 @@ bundle's background rows). numpy and the ONNX aggregator only; see :mod:`hdeval.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hdeval.columns import criterion_of
+from hdeval.columns import group_of
 from hdeval.errors import HDEvalError, ModelIntegrityError
+from hdeval.explain.shapley import (
+    MAX_EXACT_FEATURES,
+    N_PERMUTATIONS,
+    Predict,
+    interventional_shapley,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -23,14 +28,6 @@ if TYPE_CHECKING:
 BACKGROUND = "background.npy"
 #: Default number of background rows kept from the training features.
 BACKGROUND_ROWS = 32
-#: Up to this many features, Shapley values are exact (2**d coalitions).
-MAX_EXACT_FEATURES = 10
-#: Feature orders sampled (in antithetic pairs) above MAX_EXACT_FEATURES.
-N_PERMUTATIONS = 64
-#: Most rows handed to the model in one predict call.
-_BATCH_ROWS = 65536
-
-Predict = Callable[[np.ndarray], np.ndarray]
 
 
 # ====================================================================== background matrix
@@ -81,91 +78,6 @@ def load_background(
     return matrix.astype(np.float64)
 
 
-# ====================================================================== Shapley values
-def _batched(predict: Predict, rows: np.ndarray) -> np.ndarray:
-    """``predict`` over ``rows`` (n, d) in batches, as a float64 (n, n_outputs) array."""
-    out = [
-        np.asarray(predict(rows[i : i + _BATCH_ROWS]), dtype=np.float64).reshape(
-            len(rows[i : i + _BATCH_ROWS]), -1
-        )
-        for i in range(0, len(rows), _BATCH_ROWS)
-    ]
-    return np.concatenate(out) if out else np.empty((0, 0))
-
-
-def _exact(predict: Predict, x: np.ndarray, background: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Exact interventional Shapley values over all 2**d coalitions."""
-    d, k = len(x), len(background)
-    masks = np.arange(1 << d)
-    member = ((masks[:, None] >> np.arange(d)) & 1).astype(bool)  # (2**d, d)
-    rows = np.where(member[:, None, :], x, background[None, :, :]).reshape(-1, d)
-    value = _batched(predict, rows).reshape(1 << d, k, -1).mean(axis=1)  # (2**d, n_out)
-    sizes = member.sum(axis=1)
-    weight = np.array(
-        [math.factorial(s) * math.factorial(d - s - 1) / math.factorial(d) for s in range(d)]
-    )
-    phi = np.empty((d, value.shape[1]))
-    for i in range(d):
-        without = masks[~member[:, i]]
-        w = weight[sizes[without]][:, None]
-        phi[i] = (w * (value[without | (1 << i)] - value[without])).sum(axis=0)
-    return phi, value[0], value[-1]
-
-
-def _sampled(
-    predict: Predict, x: np.ndarray, background: np.ndarray, n_permutations: int, seed: int
-) -> tuple[np.ndarray, ...]:
-    """Permutation-sampling estimate (antithetic pairs); adds up exactly by telescoping."""
-    d, k = len(x), len(background)
-    rng = np.random.default_rng(seed)
-    steps = np.arange(d + 1)[:, None]
-    phi: np.ndarray | None = None
-    base = prediction = None
-    n_pairs = max(1, n_permutations // 2)
-    for _ in range(n_pairs):
-        first = rng.permutation(d)
-        for order in (first, first[::-1]):
-            rank = np.empty(d, dtype=int)
-            rank[order] = np.arange(d)
-            member = rank[None, :] < steps  # (d+1, d): row j has the first j features of x
-            rows = np.where(member[None, :, :], x, background[:, None, :]).reshape(-1, d)
-            pred = _batched(predict, rows).reshape(k, d + 1, -1).mean(axis=0)  # (d+1, n_out)
-            if phi is None:
-                phi = np.zeros((d, pred.shape[1]))
-                base, prediction = pred[0], pred[-1]
-            phi[order] += np.diff(pred, axis=0)
-    assert phi is not None
-    return phi / (2 * n_pairs), base, prediction
-
-
-def interventional_shapley(
-    predict: Predict,
-    x: np.ndarray,
-    background: np.ndarray,
-    *,
-    max_exact: int = MAX_EXACT_FEATURES,
-    n_permutations: int = N_PERMUTATIONS,
-    seed: int = 0,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
-    """Shapley values of ``predict`` at row ``x`` against ``background`` rows.
-
-    Returns ``(values (d, n_outputs), base (n_outputs,), prediction (n_outputs,), method)`` with
-    ``base + values.sum(0) == prediction`` up to float rounding; ``method`` is "exact" or
-    "permutation". ``predict`` maps an (n, d) float array to (n, n_outputs) or (n,).
-    """
-    x = np.asarray(x, dtype=np.float64).reshape(-1)
-    background = np.asarray(background, dtype=np.float64)
-    if background.ndim != 2 or background.shape[1] != len(x) or len(background) == 0:
-        raise HDEvalError(
-            f"background has shape {background.shape}, expected (n >= 1, {len(x)}) for this row"
-        )
-    if len(x) <= max_exact:
-        phi, base, prediction = _exact(predict, x, background)
-        return phi, base, prediction, "exact"
-    phi, base, prediction = _sampled(predict, x, background, n_permutations, seed)
-    return phi, base, prediction, "permutation"
-
-
 # ====================================================================== contributions
 @dataclass
 class Contributions:
@@ -186,10 +98,33 @@ class Contributions:
         return float(np.max(np.abs(total - self.prediction).to_numpy(), initial=0.0))
 
     def by_criterion(self) -> Contributions:
-        """Contributions summed per criterion id (``prompt:x`` and ``lik:x`` become ``x``)."""
-        ids = [criterion_of(str(c)) for c in self.values.index]
-        summed = self.values.groupby(ids, sort=False).sum()
+        """Contributions summed per criterion (``prompt:x``, ``lik:x`` and ``lik.p10:x`` become
+        ``x``) and per signal of the text, named in words (:func:`~hdeval.columns.group_of`)."""
+        import pandas as pd
+
+        groups = pd.Index([group_of(str(c)) for c in self.values.index], name="criterion")
+        summed = self.values.groupby(groups, sort=False).sum()
         return Contributions(summed, self.base.copy(), self.prediction.copy(), self.method)
+
+    def clipped(self, ranges: Mapping[str, Sequence[float]] | None) -> Contributions:
+        """The contributions of the prediction as reported: where an output was clipped to its
+        range (:func:`~hdeval.scales.clip_to_ranges`), one more contribution, named after the
+        range, takes it there, so base + contributions = the reported score."""
+        from hdeval.scales import clip_to_ranges
+
+        outputs = list(self.prediction.index)
+        reported = clip_to_ranges(self.prediction.to_numpy()[None], outputs, ranges)[0]
+        change = reported - self.prediction.to_numpy()
+        if not change.any():
+            return self
+        values = self.values.copy()
+        for output, delta in zip(outputs, change, strict=True):
+            if delta:
+                low, high = (ranges or {})[output]
+                values.loc[f"clipped to the range [{low:g}, {high:g}]", output] = delta
+        prediction = self.prediction.copy()
+        prediction[:] = reported
+        return Contributions(values, self.base.copy(), prediction, self.method)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """JSON-ready: ``{output: {"base", "prediction", "contributions": {feature: value}}}``."""
@@ -197,7 +132,9 @@ class Contributions:
             str(output): {
                 "base": float(self.base[output]),
                 "prediction": float(self.prediction[output]),
-                "contributions": {str(f): float(v) for f, v in self.values[output].items()},
+                "contributions": {
+                    str(f): float(v) for f, v in self.values[output].items() if not np.isnan(v)
+                },
             }
             for output in self.values.columns
         }
@@ -310,7 +247,8 @@ def explain_features(
 def explain_scores(
     evaluator: Any, criteria: pd.DataFrame, *, by_criterion: bool = False, **options: Any
 ) -> dict[Any, dict[str, Any] | None]:
-    """JSON-ready explanations of a loaded :class:`~hdeval.evaluator.Evaluator`'s scores.
+    """JSON-ready explanations of a loaded :class:`~hdeval.evaluator.Evaluator`'s scores, of
+    the scores as it reports them (clipped to each aspect's range: :meth:`Contributions.clipped`).
 
     ``criteria`` is the criterion-score table of ``evaluator.score_samples(...)``. The bundle's
     ``background.npy`` is used when present (checked against ``background_sha256`` in the card),
@@ -331,9 +269,14 @@ def explain_scores(
         **options,
     )
     reference = "medians" if background is None else f"background ({len(background)} rows)"
+    ranges = evaluator.card.get("score_ranges")
     return {
         sample_id: None
         if result is None
-        else {"method": result.method, "reference": reference, "aspects": result.to_dict()}
+        else {
+            "method": result.method,
+            "reference": reference,
+            "aspects": result.clipped(ranges).to_dict(),
+        }
         for sample_id, result in found.items()
     }

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hdeval.columns import describe
 from hdeval.explain.runtime import make_background
 
 
@@ -210,17 +211,32 @@ def explain_report(
     background: pd.DataFrame | np.ndarray | None = None,
     max_display: int = 20,
     seed: int = 0,
+    table: str | Path | None = None,
 ) -> dict[str, Path]:
-    """SHAP beeswarm/bar PNGs per aspect and a ``permutation_importance.png``.
+    """SHAP beeswarm/bar PNGs per aspect (features named in words) and a
+    ``permutation_importance.png`` in ``out_dir``; with ``table``, that CSV gets the mean |SHAP|
+    per feature column and aspect, with what each column measures.
 
     The importances are ``importances`` if given, otherwise held-out permutation importances of
     a clone of ``pipeline`` from :func:`hdeval.pruning.permutation_importances` (needs ``Y`` and
     ``groups``, the documents); with neither, no importance plot is drawn.
     """
+    named = [f"{describe(str(c))} ({c})" for c in X.columns]  # the charts say what it is
     result = shap_explanations(
-        pipeline, X, background=background, output_names=output_names, seed=seed
+        pipeline,
+        X,
+        background=background,
+        feature_names=named,
+        output_names=output_names,
+        seed=seed,
     )
     written = plot_shap(result, out_dir, max_display)
+    if table is not None:
+        mean_abs = result.mean_abs()
+        mean_abs.index = pd.Index([str(c) for c in X.columns], name="feature")
+        mean_abs.insert(0, "meaning", [describe(str(c)) for c in X.columns])
+        mean_abs.to_csv(table)
+        written["mean_abs_shap"] = Path(table)
     if importances is None and Y is not None and groups is not None:
         from hdeval.pruning import permutation_importances
 

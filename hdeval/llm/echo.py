@@ -84,7 +84,7 @@ class Echo:
 
 
 def continuation_loglikelihood(echo: Echo, context_chars: int, prompt_chars: int) -> LogLikelihood:
-    """Sum and count of the log-probabilities of the tokens in ``[context_chars, prompt_chars)``.
+    """The log-probabilities of the tokens in ``[context_chars, prompt_chars)``.
 
     ``prompt_chars`` is the length of the whole prompt sent; tokens after it were generated.
     """
@@ -94,7 +94,7 @@ def continuation_loglikelihood(echo: Echo, context_chars: int, prompt_chars: int
     values = [echo.logprobs[i] for i in span]
     if any(v is None or not math.isfinite(v) for v in values):
         raise EchoError(f"an echoed continuation token has no log-probability: {values}")
-    return LogLikelihood(sum=math.fsum(values), n_tokens=len(values))  # type: ignore[arg-type]
+    return LogLikelihood(tokens=tuple(values))  # type: ignore[arg-type]
 
 
 def _offsets_problem(echo: Echo, prompt: str) -> str | None:

@@ -21,6 +21,7 @@ def make_backend(config: LLMConfig) -> LLMBackend:
             min_digit_mass=config.min_digit_mass,
             max_consecutive_failures=config.max_consecutive_failures,
             max_failure_share=config.max_failure_share,
+            identity=config.identity,
         )
     from hdeval.llm.local import TransformersBackend
 
@@ -34,7 +35,6 @@ def make_backend(config: LLMConfig) -> LLMBackend:
         path,
         dtype=config.dtype,
         device=config.device,
-        pack_tokens=config.pack_tokens,
         min_digit_mass=config.min_digit_mass,
         max_context=config.max_context,
         quantize=config.quantize,

@@ -7,6 +7,7 @@ shared segments across suffixes and across calls; the answer must not depend on 
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -49,21 +50,43 @@ class DigitScore:
 
 @dataclass(frozen=True)
 class LogLikelihood:
-    """Log-probability of a continuation given a prompt: sum and per-token mean (nats)."""
+    """The log-probability (nats) of every token of a continuation given a prompt, or, when
+    ``failure`` is set, why the judge gave none (never a number then).
 
-    sum: float
-    n_tokens: int
+    The per-token values are kept, not only their sum: the likelihood features are statistics
+    of them (:mod:`hdeval.likelihood_stats`), so a new statistic costs no LLM call.
+    """
+
+    tokens: tuple[float, ...] = ()
+    failure: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def sum(self) -> float:
+        return math.fsum(self.tokens)
 
     @property
     def mean(self) -> float:
         return self.sum / self.n_tokens
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {"tokens": list(self.tokens)}
 
     @classmethod
     def from_dict(cls, data: dict) -> LogLikelihood:
-        return cls(sum=data["sum"], n_tokens=data["n_tokens"])
+        return cls(tokens=tuple(data["tokens"]))
+
+    @staticmethod
+    def readable(data: dict) -> bool:
+        """Whether a cached value holds per-token log-probabilities (older ones held a sum)."""
+        return isinstance(data.get("tokens"), list) and bool(data["tokens"])
 
 
 @dataclass

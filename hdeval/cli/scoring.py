@@ -1,0 +1,150 @@
+"""``hdeval score``: score texts with a trained evaluator, row by row, with explanations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from hdeval.cli.app import (
+    MaxCharsOption,
+    ParamsOption,
+    _params,
+    _params_file,
+    app,
+    console,
+)
+
+
+@app.command("score")
+def score(
+    inputs: Annotated[
+        Path,
+        typer.Argument(
+            help="JSONL/CSV rows with id, source, output (doc_id, references optional)."
+        ),
+    ],
+    model: Annotated[Path, typer.Option("--model", help="Evaluator bundle directory.")],
+    out: Annotated[
+        Path | None, typer.Option(help="Output JSONL, written row by row (default: stdout).")
+    ] = None,
+    params: ParamsOption = None,
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain",
+            help="Add each criterion's contribution to each aspect score "
+            "(Shapley values; base + contributions = score).",
+        ),
+    ] = False,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume", help="Continue the --out file of a stopped run: keep its scored rows."
+        ),
+    ] = False,
+    allow_partial: Annotated[
+        bool,
+        typer.Option(
+            "--allow-partial", help="Exit 0 even when some texts got no score (failed judge)."
+        ),
+    ] = False,
+    strict_precision: Annotated[
+        bool,
+        typer.Option(
+            "--strict-precision",
+            help="Refuse a bundle trained with the judge in another precision (else a warning).",
+        ),
+    ] = False,
+    max_field_chars: MaxCharsOption = None,
+) -> None:
+    """Score texts with a trained evaluator: per-aspect and per-criterion scores per row.
+
+    Rows are written as they are scored. Exit 1 when a text got no score (unless
+    --allow-partial); exit 2 for bad inputs, a bad bundle or an unreachable judge.
+    """
+    from tqdm.auto import tqdm
+
+    from hdeval.data import load_texts
+    from hdeval.errors import JudgeUnavailableError
+    from hdeval.evaluator import Evaluator, open_bundle
+    from hdeval.judge import open_judge
+    from hdeval.score_output import ScoreWriter, check_out_path
+    from hdeval.scoring_run import samples_of
+
+    # Everything a user can get wrong is checked before the judge loads or is called.
+    config = _params(params)
+    samples = samples_of(load_texts(inputs, max_field_chars or config.data.max_field_chars).samples)
+    bundle = open_bundle(model)
+    if out is not None:
+        check_out_path(out, [inputs, model, _params_file(params)])
+    writer = ScoreWriter(out, [s.id for s in samples], resume)
+    todo = [s for s in samples if s.id not in writer.done]
+    if writer.done:
+        console.print(f"resuming {out}: {len(writer.done)} rows kept, {len(todo)} to score")
+    strict = strict_precision or config.llm.strict_precision
+    unscored, truncated = 0, 0
+    try:
+        if todo:
+            evaluator = Evaluator.load(bundle, open_judge(config.llm), strict_precision=strict)
+        with tqdm(total=len(todo), desc="scoring", unit="text") as bar:
+            for sample in todo:  # each row is on disk as soon as it is scored
+                rows = _score_rows(evaluator, [sample], explain)
+                writer.write(rows)
+                unscored += sum(None in row["scores"].values() for row in rows)
+                truncated += sum(row["truncated"] for row in rows)
+                bar.update(len(rows))
+    except JudgeUnavailableError as exc:
+        kept = f"{len(writer.done) + writer.written} rows are in {out}" if out else ""
+        again = "; run again with --resume to score the rest" if out else ""
+        raise JudgeUnavailableError(f"{exc}. {kept}{again}") from exc
+    finally:
+        writer.close()
+    if todo:
+        cost = evaluator.scorer.judge.cost()
+        console.print(
+            f"{len(todo)} texts scored: {cost['llm_calls']} judge calls, "
+            f"{cost['cache_hits']} answers from the cache"
+        )
+    if truncated:
+        console.print(
+            f"[yellow]{truncated} rows were truncated to fit the judge's context[/yellow]"
+        )
+    if unscored:
+        console.print(
+            f"[yellow]{unscored} of {len(todo)} rows have no score (a failed criterion score; "
+            "see each row's 'failures')[/yellow]",
+            soft_wrap=True,
+        )
+        if not allow_partial:
+            console.print("exit 1: some texts have no score (pass --allow-partial to accept)")
+            raise typer.Exit(1)
+
+
+def _score_rows(evaluator, samples: list, explain: bool) -> list[dict]:
+    """The output rows of ``samples``: scores, criterion scores, failures, truncation."""
+    result = evaluator.score_samples(samples, progress=False)
+    explanations: dict = {}
+    if explain:
+        from hdeval.explain.runtime import explain_scores
+
+        explanations = explain_scores(evaluator, result.criteria, by_criterion=True)
+    failures: dict[str, list[str]] = {}
+    for failure in result.failures:
+        failures.setdefault(failure.sample_id, []).append(f"{failure.column}: {failure.reason}")
+    truncated = {t.sample_id for t in result.truncations}
+    rows = []
+    for i, sample_id in enumerate(result.ids):
+        values = result.row(i)
+        row = {
+            "id": sample_id,
+            "scores": values["aspects"],
+            "criteria": values["criteria"],
+            "failures": failures.get(sample_id, []),
+            "truncated": sample_id in truncated,
+        }
+        if explain:
+            row["explanation"] = explanations.get(sample_id)
+        rows.append(row)
+    return rows

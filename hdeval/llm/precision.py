@@ -1,0 +1,91 @@
+"""Which precision a local judge runs in (``llm.dtype``, ``llm.quantize``), decided by the CPU,
+and the fingerprint of its weights (part of its identity)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from hdeval.embedded import MANIFEST
+from hdeval.errors import ConfigError
+from hdeval.paths import sha256_file
+
+
+def cpu_supports_bf16() -> bool:
+    """True where bf16 matmuls beat the alternatives on this CPU: it has AMX tiles (``amx_bf16``)
+    and torch's kernels may use AVX512.
+
+    AVX512-BF16 alone is not enough: on a 2-core Xeon with AVX512-BF16 and AVX512-VNNI but no
+    AMX, the 0.5B judge prefilled 190 tokens/s in bf16, 300 in fp32 and 806 with int8 Linear
+    layers (``benchmarks/scoring.py``), so such a CPU runs fp32 with int8
+    (:func:`resolve_quantize`). An AMD EPYC with AVX512-BF16 and AVX-VNNI but no AMX runs bf16
+    faster than fp32 (640 against 256 tokens/s) but int8 faster still (964), so the rule holds
+    there too.
+    Also false where torch's kernels are held below AVX512 (``ATEN_CPU_CAPABILITY=avx2``), so
+    that a CPU capped to AVX2 picks what an AVX2-only one does.
+    """
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return bf16_is_fast(flags.split(), torch.backends.cpu.get_cpu_capability())
+
+
+def bf16_is_fast(cpu_flags: Sequence[str], capability: str) -> bool:
+    """Whether ``dtype: auto`` picks bf16 on a CPU with these ``/proc/cpuinfo`` flags and torch
+    CPU ``capability`` (see :func:`cpu_supports_bf16`)."""
+    return capability == "AVX512" and "amx_bf16" in cpu_flags
+
+
+def resolve_dtype(name: str) -> torch.dtype:
+    if name == "auto":
+        if torch.cuda.is_available() or cpu_supports_bf16():
+            return torch.bfloat16
+        return torch.float32
+    try:
+        return {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[
+            name
+        ]
+    except KeyError as exc:
+        raise ConfigError(
+            f"llm.dtype must be auto, bfloat16, float16 or float32, got {name!r}"
+        ) from exc
+
+
+def weights_fingerprint(path: Path) -> str:
+    """sha256 identifying a model's weights: the source GGUF hash or the weight files' hashes."""
+    if path.is_file():
+        return sha256_file(path)
+    manifest = path / MANIFEST
+    if manifest.is_file():
+        return json.loads(manifest.read_text())["source_sha256"]
+    files = sorted(p for p in path.iterdir() if p.suffix in {".safetensors", ".bin", ".gguf"})
+    if not files:
+        raise ConfigError(f"no weight files (*.safetensors, *.bin, *.gguf) in {path}")
+    sidecar = path / ".hdeval-fingerprint.json"
+    stamp = [[p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in files]
+    if sidecar.is_file():
+        cached = json.loads(sidecar.read_text())
+        if cached.get("stamp") == stamp:
+            return cached["sha256"]
+    import hashlib
+
+    digest = hashlib.sha256("".join(sha256_file(p) for p in files).encode()).hexdigest()
+    with contextlib.suppress(OSError):
+        sidecar.write_text(json.dumps({"stamp": stamp, "sha256": digest}))
+    return digest
+
+
+QUANTIZATIONS = ("none", "int8", "auto")
+
+
+def resolve_quantize(name: str, dtype: str, device: str) -> str:
+    """``auto`` is int8 where ``dtype: auto`` runs fp32 on the CPU (no AMX), else none."""
+    if name != "auto":
+        return name
+    fp32_cpu = dtype == "auto" and device == "cpu" and resolve_dtype("auto") == torch.float32
+    return "int8" if fp32_cpu else "none"

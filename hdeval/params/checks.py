@@ -1,0 +1,77 @@
+"""Sections ``evaluate``, ``dhp`` and ``acceptance``: how a trained evaluator is measured and
+when it is accepted."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from hdeval.params.base import DHPTask, Section, refuse_retired
+from hdeval.params.judge import LLMConfig
+
+
+class EvaluateParams(Section):
+    """Held-out agreement of the bundle and every baseline."""
+
+    bootstrap: int = Field(200, ge=0)
+    """Document-bootstrap draws for the 95 % CIs (0: none)."""
+
+
+class DHPParams(Section):
+    """The DHP benchmark: perturbed reference texts scored against their originals."""
+
+    task: DHPTask = "summarization"
+    """DHP's perturbation set and default expert weights: summarization, story, qa,
+    translation, or our own sets for dialogue responses and data-to-text."""
+    n_texts: int = Field(20, ge=2)
+    """Reference texts perturbed. 5 is the least that can reach p < 0.05, where one text moving
+    the wrong way refuses a scorer; 20 leave the verdict to the scorer, not to chance."""
+    seed: int = 0
+    """Seed of the perturbations."""
+    llm_perturbations: bool = False
+    """Also DHP's LLM-made perturbations (fictional entities, grammar errors, rewriting); the
+    0.5B judge cannot make them: give a 7B+ ``perturber``."""
+    perturber: LLMConfig | None = None
+    """The LLM that writes the LLM-made perturbations; null: the judge."""
+    probes: bool = True
+    """Also our instruction-injection probe (a sentence asking the judge for top marks)."""
+    weights: dict[str, dict[str, float]] | None = None
+    """Expert weights ``{perturbation: {aspect: weight}}``; null: the task's built-in ones."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retired_keys(cls, data: object) -> object:
+        return refuse_retired(
+            data,
+            "dhp",
+            {"threshold": "acceptance.dhp_threshold", "on_failure": "acceptance.on_failure"},
+            " (one acceptance section for the DHP and baseline gates)",
+        )
+
+
+#: Same-judge baselines the bundle must not fall behind (names of the comparison table).
+GATE_BASELINES = [
+    "direct-prompt",
+    "likelihood",
+    "likelihood:unconditioned",
+    "likelihood:source_free",
+    "likelihood:pmi",
+]
+
+
+class AcceptanceParams(Section):
+    """The gates a trained bundle must pass (stage ``acceptance``)."""
+
+    on_failure: Literal["fail", "warn"] = "warn"
+    """fail: a refused bundle fails ``dvc repro`` / ``hdeval train``; warn: it is recorded."""
+    dhp_threshold: float = 1.0
+    """Least DHP D_min^EW accepted (D = log_0.05 p: 1 means discerned at p < 0.05)."""
+    baselines: list[str] = Field(default_factory=lambda: list(GATE_BASELINES))
+    """Same-judge baselines (names of the comparison table) the bundle must not fall behind."""
+    baseline_margin: float = Field(0.02, ge=0)
+    """Refused when below the best of ``baselines`` by more than this."""
+    level: Literal["dataset", "summary", "system"] = "dataset"
+    """The level of the agreement compared."""
+    correlation: Literal["pearson", "spearman", "kendall"] = "pearson"
+    """The correlation compared (averaged over the aspects)."""

@@ -1,0 +1,77 @@
+"""Sections ``data`` and ``task``: the human labels, their split, and the words the judge reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, model_validator
+
+from hdeval.params.base import Section
+
+
+class TaskSpec(Section):
+    """What is being evaluated, in words the judge reads."""
+
+    description: str = (
+        "text summarization. A summary is a shorter passage that covers the key details of the "
+        "original article"
+    )
+    """The task, as the criteria writer and the source-free likelihood read it."""
+    source_label: str = "News article"
+    """Heading of the source in every prompt."""
+    output_label: str = "Summary"
+    """Heading of the text under evaluation in every prompt."""
+    output_noun: str = "summary"
+    """What a text is called in the instructions."""
+    source_noun: str = "news article"
+    """What a source is called in the instructions."""
+
+
+class DataParams(Section):
+    """Which human labels, which documents, and how they are split (by document)."""
+
+    path: Path = Path("data/summeval/summeval.jsonl")
+    """The label file: JSONL, JSON array or CSV rows (docs/data.md)."""
+    new_labels: list[Path] = Field(default_factory=list)
+    """More label files: new rows, or new scores for ids already labelled."""
+    aspects: list[str] = Field(
+        default_factory=lambda: ["coherence", "consistency", "fluency", "relevance"]
+    )
+    """The human aspects to learn; each is a layer-1 criterion of ``criteria``."""
+    score_range: tuple[float, float] | dict[str, tuple[float, float]] = (1.0, 5.0)
+    """The human scale: one ``[low, high]`` for every aspect, or ``{aspect: [low, high]}``
+    where aspects are rated on different scales; a score outside it is an error."""
+    criteria: Path = Path("data/summeval/aspects.yaml")
+    """Layer 1 of the criteria tree: the aspects and their definitions."""
+    n_docs: int | None = Field(30, ge=2)
+    """Documents used (every text of each); null uses all."""
+    test_fraction: float = Field(0.33, gt=0, lt=1)
+    """Share of the documents held out for evaluation."""
+    train_texts_per_doc: int | None = Field(None, ge=1)
+    """At most this many randomly chosen texts per training document; null keeps all
+    (held-out documents always keep every text)."""
+    seed: int = 0
+    """Seed of the document sample and the split."""
+    max_field_chars: int = Field(1_000_000, ge=1)
+    """Longest text field (source, output, reference...) a row may hold; longer is an error."""
+
+    @model_validator(mode="after")
+    def _check_ranges(self) -> DataParams:
+        self.ranges()
+        return self
+
+    def ranges(self) -> dict[str, tuple[float, float]]:
+        """Each aspect's inclusive (low, high) human scale: ``score_range`` is one pair for every
+        aspect, or a mapping aspect -> pair that must cover every aspect in ``aspects``."""
+        given = self.score_range
+        if isinstance(given, dict):
+            missing = [a for a in self.aspects if a not in given]
+            if missing:
+                raise ValueError(f"score_range has no range for aspects {missing}")
+            ranges = {a: given[a] for a in self.aspects}
+        else:
+            ranges = dict.fromkeys(self.aspects, given)
+        for aspect, (low, high) in ranges.items():
+            if not low < high:
+                raise ValueError(f"score_range of {aspect!r} must be [low, high] with low < high")
+        return ranges

@@ -1,0 +1,171 @@
+"""hdeval's server backend against a real vLLM server (its CPU build) on 127.0.0.1, serving the
+embedded judge's weights: what it reports about itself, scores and likelihoods that agree with
+the embedded backend, a text too long for its context, and a server killed mid-run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from hdeval.cache import ResultCache
+from hdeval.columns import Profile
+from hdeval.criteria import CriteriaTree, Criterion
+from hdeval.criterion_scorer import CriterionScorer
+from hdeval.judge import CachedJudge
+from hdeval.llm.openai_compat import OpenAICompatibleBackend
+from hdeval.params import TaskSpec
+from hdeval.prompts import (
+    criterion_prompt,
+    likelihood_instruction,
+    prompt_segments,
+    source_free_instruction,
+    source_free_segment,
+    source_segment,
+)
+from tests.servers import MODEL_ALIAS, run_vllm_server
+
+pytestmark = pytest.mark.server
+
+TASK = TaskSpec()
+TREE = CriteriaTree(
+    [
+        Criterion("coherence", "coherence", "the collective quality of all sentences", None, 1),
+        Criterion("fluency", "fluency", "the quality of individual sentences", None, 1),
+    ]
+)
+
+
+def _server_backend(base_url: str, **options) -> OpenAICompatibleBackend:
+    return OpenAICompatibleBackend(
+        base_url, MODEL_ALIAS, concurrency=2, timeout=300, max_retries=1, **options
+    )
+
+
+def test_vllm_is_named_by_the_weights_it_serves_and_its_echo_is_accepted(vllm_server, embedded_dir):
+    backend = _server_backend(vllm_server)
+    assert backend.likelihood_problem() is None  # echo aligned, chat frame from /tokenize
+    assert backend.identity == f"openai-compatible:{vllm_server}:{MODEL_ALIAS}@{embedded_dir}"
+    assert backend.max_model_len == 2048
+    named = _server_backend(vllm_server, identity="qwen2.5-0.5b@2026-11")
+    assert named.identity == "qwen2.5-0.5b@2026-11"
+
+
+def test_vllm_scores_and_likelihoods_agree_with_the_embedded_judge(
+    vllm_server, embedded_dir, summeval_rows
+):
+    """The same weights, bf16 on the server and fp32 here: digit scores within 0.1 of each
+    other, every text's tokens the same and their mean log-probability within 0.03 nats, with
+    and without the source."""
+    from hdeval.llm.local import TransformersBackend
+
+    server = _server_backend(vllm_server)
+    local = TransformersBackend(embedded_dir, dtype="float32", quantize="none")
+    row = summeval_rows[0]
+    segments = prompt_segments(TASK, row["source"], row["output"])
+    suffixes = [criterion_prompt(TASK, TREE.lineage(c)) for c in TREE]
+    for ours, theirs in zip(
+        server.digit_scores(segments, suffixes), local.digit_scores(segments, suffixes), strict=True
+    ):
+        assert ours.ok, ours.failure
+        assert abs(ours.expected - theirs.expected) <= 0.1
+    for row in summeval_rows[:2]:
+        text = row["output"].strip()
+        given = [source_segment(TASK, row["source"])]
+        items = [(likelihood_instruction(TASK, TREE.lineage(c)), text) for c in TREE]
+        items.append((likelihood_instruction(TASK), text))
+        free = [source_free_segment(TASK)], [(source_free_instruction(TASK), text)]
+        pairs = [
+            *zip(
+                server.loglikelihoods(given, items), local.loglikelihoods(given, items), strict=True
+            ),
+            *zip(server.loglikelihoods(*free), local.loglikelihoods(*free), strict=True),
+        ]
+        for ours, theirs in pairs:
+            assert ours.ok, ours.failure
+            assert ours.n_tokens == theirs.n_tokens > 10
+            assert abs(ours.mean - theirs.mean) <= 0.03
+
+
+def test_a_text_longer_than_the_servers_context_is_its_own_failure(
+    vllm_server, summeval_rows, tmp_path
+):
+    """One over-long text among others: its likelihoods are failures naming the server's
+    context, recorded in the cache's failures, while every other text is scored and the run
+    goes on (no exception, the breaker stays closed)."""
+    judge = CachedJudge(_server_backend(vllm_server), ResultCache(tmp_path / "cache.sqlite"))
+    scorer = CriterionScorer(judge, TASK, ["likelihood"], True, Profile(source_free=True))
+    rows = summeval_rows[:2]
+    samples = pd.DataFrame(
+        {
+            "doc_id": ["d0", "d1", "d0"],
+            "source": [rows[0]["source"], rows[1]["source"], rows[0]["source"]],
+            "output": [rows[0]["output"], rows[1]["output"], "word " * 3000],
+        },
+        index=pd.Index(["a", "b", "long"]),
+    )
+    run = scorer.score(samples, CriteriaTree([TREE.get("coherence")]), progress=False)
+    features = run.features
+    assert features.loc[["a", "b"]].notna().all().all()
+    assert features.loc["long"].isna().all()
+    assert {f.sample_id for f in run.failures} == {"long"}
+    assert len(run.failures) == 3  # coherence, the text's own likelihood, the source-free one
+    assert all(f.reason.startswith("prompt longer than the server's context") for f in run.failures)
+    assert len(judge.cache.failures()) == 3 and not judge.backend.breaker.tripped
+
+
+def test_a_vllm_server_killed_mid_run_keeps_every_finished_score(
+    embedded_dir, summeval_rows, tmp_path
+):
+    """``hdeval features`` against a vLLM server that is killed once some likelihoods are in
+    the cache: the command exits non-zero naming the unavailable judge, every finished score
+    stays in the cache, and a run against a new server starts from them."""
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(json.dumps(r) + "\n" for r in summeval_rows[:8]))
+    criteria = tmp_path / "criteria.yaml"
+    CriteriaTree([TREE.get("coherence")]).to_yaml(criteria)
+    cache = tmp_path / "cache.sqlite"
+    with run_vllm_server(embedded_dir) as (base_url, server):
+        params = tmp_path / "params.yaml"
+        llm = {"backend": "openai", "base_url": base_url, "model": MODEL_ALIAS,
+               "concurrency": 1, "timeout": 60.0, "max_retries": 1}  # fmt: skip
+        params.write_text(yaml.safe_dump({"llm": llm}))
+        command = [
+            str(Path(sys.executable).parent / "hdeval"), "features", str(labels),
+            "--criteria", str(criteria), "--aspects", "coherence", "--mode", "likelihood",
+            "--params", str(params), "--out", str(tmp_path / "features.csv"),
+        ]  # fmt: skip
+        env = {**os.environ, "HDEVAL_CACHE": str(cache)}
+        worker = subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + 600
+        while _results(cache) < 4 and worker.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert worker.poll() is None, worker.stdout.read().decode()[-2000:]
+        server.kill()
+        output = worker.communicate(timeout=600)[0].decode()
+    kept = _results(cache)
+    assert worker.returncode != 0
+    assert "unavailable" in output and "kept in the cache" in output, output[-2000:]
+    assert 4 <= kept < 8 * 3  # each of 8 texts: coherence, its own and its source-free one
+    assert not (tmp_path / "features.csv").exists()
+
+
+def _results(cache: Path) -> int:
+    if not cache.exists():
+        return 0
+    import sqlite3
+
+    with sqlite3.connect(cache, timeout=30) as connection:
+        try:
+            return connection.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+        except sqlite3.OperationalError:
+            return 0
