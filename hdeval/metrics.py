@@ -50,8 +50,7 @@ def level_correlations(
     out: dict[str, dict[str, float]] = {"dataset": {}, "summary": {}, "system": {}}
     for name in CORRELATIONS:
         out["dataset"][name] = _corr(name, pred, human)
-        per_doc = [_corr(name, pred[docs == d], human[docs == d]) for d in pd.unique(docs)]
-        out["summary"][name] = _mean_or_nan(np.asarray(per_doc, dtype=float))
+        out["summary"][name] = _mean_or_nan(_per_document(name, pred, human, docs))
         out["system"][name] = (
             float("nan") if systems is None else _system_corr(name, pred, human, systems)
         )
@@ -99,14 +98,11 @@ def _add_bootstrap_ci(result, predicted, human, docs, systems, n_boot, seed) -> 
     """Percentile CIs over ``n_boot`` draws of whole documents (a document drawn twice counts
     twice). A document's own correlation is the same in every draw, so the summary level reuses
     the per-document values; the dataset and system levels are recomputed on each draw's rows."""
-    rng = np.random.default_rng(seed)
-    unique = pd.unique(docs)
-    rows_of = [np.flatnonzero(docs == d) for d in unique]
     aspects = list(predicted.columns)
     pred = {a: predicted[a].to_numpy(float) for a in aspects}
     true = {a: human[a].to_numpy(float) for a in aspects}
     per_doc = {
-        (a, name): np.array([_corr(name, pred[a][r], true[a][r]) for r in rows_of])
+        (a, name): _per_document(name, pred[a], true[a], docs)
         for a in aspects
         for name in CORRELATIONS
     }
@@ -116,9 +112,7 @@ def _add_bootstrap_ci(result, predicted, human, docs, systems, n_boot, seed) -> 
         for level in ("dataset", "summary", "system")
         for name in CORRELATIONS
     }
-    for b in range(n_boot):
-        chosen = rng.choice(len(unique), size=len(unique), replace=True)
-        rows = np.concatenate([rows_of[i] for i in chosen])
+    for b, (chosen, rows) in enumerate(_document_draws(docs, n_boot, seed)):
         for a in aspects:
             p, h = pred[a][rows], true[a][rows]
             for name in CORRELATIONS:
@@ -142,16 +136,20 @@ def _add_bootstrap_ci(result, predicted, human, docs, systems, n_boot, seed) -> 
         result[key][level][name + "_ci"] = ci
 
 
-def _level_value(
-    level: str, name: str, pred: np.ndarray, human: np.ndarray, docs: np.ndarray, systems
-) -> float:
-    """One correlation of one aspect at ``level`` (see :func:`level_correlations`)."""
-    if level == "dataset":
-        return _corr(name, pred, human)
-    if level == "summary":
-        per_doc = [_corr(name, pred[docs == d], human[docs == d]) for d in pd.unique(docs)]
-        return _mean_or_nan(np.asarray(per_doc, dtype=float))
-    return float("nan") if systems is None else _system_corr(name, pred, human, systems)
+def _document_draws(docs: np.ndarray, n_boot: int, seed: int):
+    """``n_boot`` bootstrap draws of whole documents: per draw, the drawn documents (indices
+    into ``pd.unique(docs)``; a document drawn twice counts twice) and the rows they hold."""
+    rng = np.random.default_rng(seed)
+    unique = pd.unique(docs)
+    rows_of = [np.flatnonzero(docs == d) for d in unique]
+    for _ in range(n_boot):
+        chosen = rng.choice(len(unique), size=len(unique), replace=True)
+        yield chosen, np.concatenate([rows_of[i] for i in chosen])
+
+
+def _per_document(name: str, pred: np.ndarray, human: np.ndarray, docs: np.ndarray) -> np.ndarray:
+    """The correlation within each document, in ``pd.unique(docs)`` order."""
+    return np.array([_corr(name, pred[docs == d], human[docs == d]) for d in pd.unique(docs)])
 
 
 def paired_difference(
@@ -169,37 +167,43 @@ def paired_difference(
     on the rows both scored, with a 95 % CI from a paired bootstrap over documents (both are
     measured on the same drawn documents, so what they share does not widen the interval).
 
-    Returns ``{"difference", "ci_low", "ci_high", "n"}``; a document drawn twice counts twice.
+    Returns ``{"difference", "ci_low", "ci_high", "n"}``.
     """
     rows = first.dropna(how="any").index.intersection(second.dropna(how="any").index)
     aspects = [a for a in first.columns if a in second.columns]
     doc_arr = docs.loc[rows].to_numpy()
     sys_arr = None if systems is None or systems.isna().all() else systems.loc[rows].to_numpy()
-    a = {x: first.loc[rows, x].to_numpy(float) for x in aspects}
-    b = {x: second.loc[rows, x].to_numpy(float) for x in aspects}
-    h = {x: human.loc[rows, x].to_numpy(float) for x in aspects}
+    true = {x: human.loc[rows, x].to_numpy(float) for x in aspects}
+    scorers = [
+        {x: table.loc[rows, x].to_numpy(float) for x in aspects} for table in (first, second)
+    ]
+    per_doc = [
+        {x: _per_document(correlation, pred[x], true[x], doc_arr) for x in aspects}
+        for pred in scorers
+    ]
 
-    def averaged(pred: dict, take: np.ndarray, draw_docs: np.ndarray) -> float:
-        draw_systems = None if sys_arr is None else sys_arr[take]
-        values = [
-            _level_value(level, correlation, pred[x][take], h[x][take], draw_docs, draw_systems)
-            for x in aspects
-        ]
+    def averaged(which: int, take: np.ndarray, chosen: np.ndarray) -> float:
+        pred, values = scorers[which], []
+        for x in aspects:
+            if level == "summary":
+                values.append(_mean_or_nan(per_doc[which][x][chosen]))
+            elif level == "dataset":
+                values.append(_corr(correlation, pred[x][take], true[x][take]))
+            elif sys_arr is not None:
+                values.append(
+                    _system_corr(correlation, pred[x][take], true[x][take], sys_arr[take])
+                )
         return _mean_or_nan(np.asarray(values, dtype=float))
 
-    every = np.arange(len(rows))
-    difference = averaged(a, every, doc_arr) - averaged(b, every, doc_arr)
-    unique = pd.unique(doc_arr)
-    rows_of = [np.flatnonzero(doc_arr == d) for d in unique]
-    rng = np.random.default_rng(seed)
-    draws = []
-    for _ in range(n_boot):
-        chosen = rng.choice(len(unique), size=len(unique), replace=True)
-        take = np.concatenate([rows_of[i] for i in chosen])
-        # a document drawn twice is two documents at the summary level
-        draw_docs = np.concatenate([np.full(len(rows_of[i]), k) for k, i in enumerate(chosen)])
-        draws.append(averaged(a, take, draw_docs) - averaged(b, take, draw_docs))
-    draws = np.asarray(draws, dtype=float)
+    every, documents = np.arange(len(rows)), np.arange(len(pd.unique(doc_arr)))
+    difference = averaged(0, every, documents) - averaged(1, every, documents)
+    draws = np.array(
+        [
+            averaged(0, take, chosen) - averaged(1, take, chosen)
+            for chosen, take in _document_draws(doc_arr, n_boot, seed)
+        ],
+        dtype=float,
+    )
     draws = draws[~np.isnan(draws)]
     low, high = (
         (float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5)))

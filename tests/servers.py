@@ -97,9 +97,11 @@ def run_llama_server(
 
 def vllm_command(weights: Path, port: int, max_model_len: int = 2048) -> list[str]:
     """vLLM's OpenAI-compatible server on the CPU, serving ``weights`` (a Hugging Face
-    directory) as :data:`MODEL_ALIAS`. On a CPU, ``--gpu-memory-utilization`` is the share of
-    RAM kept for the KV cache (its default does not fit beside anything else). Prefix caching
-    is off: vLLM's prompt log-probabilities can depend on request order with it on."""
+    directory) as :data:`MODEL_ALIAS`. Its KV cache is a fixed 1 GiB (about 87,000 tokens of
+    this model): on a CPU vLLM otherwise reserves a share of all RAM
+    (``--gpu-memory-utilization``), and two servers beside the test process can then exhaust
+    the machine. Prefix caching is off: vLLM's prompt log-probabilities can depend on request
+    order with it on."""
     if not VLLM_PYTHON.is_file():
         raise RuntimeError(
             f"vLLM is not installed in {VLLM_PYTHON.parent.parent}: run scripts/test.sh, which "
@@ -111,7 +113,7 @@ def vllm_command(weights: Path, port: int, max_model_len: int = 2048) -> list[st
         "--served-model-name", MODEL_ALIAS,
         "--dtype", "bfloat16",
         "--max-model-len", str(max_model_len),
-        "--gpu-memory-utilization", "0.3",
+        "--kv-cache-memory-bytes", "1G",
         "--no-enable-prefix-caching",
         "--host", "127.0.0.1",
         "--port", str(port),

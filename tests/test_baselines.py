@@ -218,7 +218,7 @@ def test_llm_baselines_on_two_summeval_rows_then_cached(embedded_backend, two_ro
     direct, overall, likelihood = make()
     assert direct.metrics == [*ASPECTS, "average"]  # layer 1 only
     assert overall.metrics == ["overall"]
-    assert likelihood.metrics == ["unconditioned", *ASPECTS, "average"]
+    assert likelihood.metrics == ["unconditioned", "source_free", "pmi", *ASPECTS, "average"]
 
     d = direct.score(two_rows)
     assert list(d.columns) == direct.metrics and list(d.index) == list(two_rows.index)
@@ -233,13 +233,16 @@ def test_llm_baselines_on_two_summeval_rows_then_cached(embedded_backend, two_ro
 
     lik = likelihood.score(two_rows)
     assert list(lik.columns) == likelihood.metrics
-    values = lik.to_numpy()
-    assert np.isfinite(values).all() and (values < 0).all()  # mean log-prob, nats per token
-    assert likelihood.last_run.computed == 2 * 3
+    assert np.isfinite(lik.to_numpy()).all()
+    log_probs = lik.drop(columns="pmi").to_numpy()
+    assert (log_probs < 0).all()  # mean log-prob, nats per token
+    np.testing.assert_allclose(lik["pmi"], lik["unconditioned"] - lik["source_free"], atol=1e-9)
+    # per text: the unconditioned, the source-free and one per aspect; PMI costs no call
+    assert likelihood.last_run.computed == 2 * 4
 
     info = ResultCache(cache.path).info()["results"]
     assert info["digits"] == 2 * 2 + 2  # the overall prompt has its own cache entries
-    assert info["loglik"] == 2 * 3
+    assert info["loglik"] == 2 * 4
 
     # a second call, from fresh scorers on the same cache file: everything from cache
     for scorer, first in zip(make(), (d, o, lik), strict=True):

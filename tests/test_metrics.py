@@ -73,3 +73,25 @@ def test_point_figures_skip_constant_documents_and_need_three_systems(rated) -> 
     assert np.isnan(
         agreement(predicted, human, docs, two_systems, 0)["coherence"]["system"]["pearson"]
     )
+
+
+@pytest.mark.parametrize("level", ["dataset", "summary", "system"])
+def test_paired_difference_on_the_same_drawn_documents(rated, level) -> None:
+    """A scorer against itself differs by exactly 0 in every draw; a noisier copy of the same
+    predictions is worse, with a paired CI below 0; rows one of them failed are left out of
+    both."""
+    from hdeval.metrics import paired_difference
+
+    predicted, human, docs, systems = rated
+    same = paired_difference(predicted, predicted, human, docs, systems, level, n_boot=50)
+    assert same == {"difference": 0.0, "ci_low": 0.0, "ci_high": 0.0, "n": len(predicted)}
+    noisy = predicted + np.random.default_rng(9).normal(0, 3.0, predicted.shape)
+    noisy.iloc[0, 0] = np.nan
+    worse = paired_difference(noisy, predicted, human, docs, systems, level, n_boot=200)
+    assert worse["n"] == len(predicted) - 1
+    assert worse["ci_low"] <= worse["difference"] <= worse["ci_high"]
+    if level != "system":  # 6 system means average most of the noise away
+        assert worse["ci_high"] < 0
+    own = [agreement(t.iloc[1:], human, docs, systems, 0)["average"][level]["pearson"]
+           for t in (noisy, predicted)]  # fmt: skip
+    assert worse["difference"] == pytest.approx(own[0] - own[1])

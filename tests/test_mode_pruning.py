@@ -126,8 +126,15 @@ def test_pruning_the_likelihood_mode_keeps_the_texts_own_likelihood(embedded_bac
     later = run_layer(
         2, first.tree, [], train, judge, TaskSpec(), params, False, modes=["prompt"], grow=False
     )
-    assert list(first.run.features.columns) == ["prompt:coherence", "lik:coherence", "lik:_text"]
-    assert list(later.run.features.columns) == ["prompt:coherence", "lik:_text"]
+    columns = list(first.run.features.columns)
+    text_own = [c for c in columns if c.endswith((":_text", ":_free"))]
+    assert {"lik:_text", "lik:_free", "pmi:_text", "len:_text"} <= set(text_own)
+    conditioned = [c for c in columns if c.endswith(":coherence")]
+    assert columns == conditioned + text_own and conditioned[:2] == [
+        "prompt:coherence",
+        "lik:coherence",
+    ]
+    assert list(later.run.features.columns) == ["prompt:coherence", *text_own]
     assert later.run.computed == 0  # both from layer 1's cache entries
     pd.testing.assert_frame_equal(
         later.run.features, first.run.features[later.run.features.columns]
