@@ -1,5 +1,5 @@
 """Throughput of a vLLM server judge at concurrency 1, 4 and 16, next to the embedded judge on
-the same texts.
+the same texts (in the precision ``quantize: auto`` picks on this CPU, as the pipeline runs).
 
 The summaries of one SummEval document are scored as the default pipeline scores a training
 text (likelihood mode: the 4 aspect instructions and the text's own likelihood given the
@@ -27,6 +27,7 @@ from hdeval.criteria import aspects_tree
 from hdeval.embedded import pull
 from hdeval.llm.local import TransformersBackend
 from hdeval.llm.openai_compat import OpenAICompatibleBackend
+from hdeval.llm.precision import resolve_quantize
 from hdeval.params import DataParams, TaskSpec
 from hdeval.prompts import (
     criterion_prompt,
@@ -69,7 +70,7 @@ def main() -> None:
         rows = [json.loads(line) for line in handle]
     rows = [r for r in rows if r["doc_id"] == rows[0]["doc_id"]][: args.texts]
     print(cpu_line())
-    local = TransformersBackend(pull())
+    local = TransformersBackend(pull(), quantize=resolve_quantize("auto", "auto", "cpu"))
     local.load()
     seconds = score_texts(local, rows)
     print(f"embedded judge ({local.identity}): {len(rows) / seconds:.3f} texts/s")
