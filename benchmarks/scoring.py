@@ -4,9 +4,9 @@ For one SummEval sample and 20 criteria, in each precision ``dtype: auto`` / ``q
 can pick (int8 Linear layers on a CPU without AMX, bfloat16 with AMX; ``--precision`` picks
 one), it prints seconds per criterion of
   naive  - every criterion prompt run whole, nothing shared;
-  shared - the sample's KV cache computed once, then each criterion suffix in a forward pass
-           of its own over it (what the backend does: an item's answer never depends on what
-           else is asked);
+  shared - the sample's KV cache computed once, then the criterion suffixes as the rows of
+           batched passes over it (what the backend does: no row sees another, so an item's
+           answer does not depend on what else is asked);
 the same for likelihood mode (instruction + text; the instructions are computed with a
 document's first text and kept for its later texts), and the speed-ups; then seconds and
 prompt tokens per text (one sample on all 20 criteria), and the CPU (``lscpu`` model and the
@@ -102,7 +102,9 @@ def measure(name: str, row: dict, naive_criteria: int) -> None:
     k = min(naive_criteria, n)
     naive = timed(lambda: backend.digit_scores_full(segments, suffixes[:k])) / k
     backend.forget()
+    computed = backend.tokens.prompt
     shared_total = timed(lambda: backend.digit_scores(segments, suffixes))
+    shared_tokens = backend.tokens.prompt - computed
     marginal = timed(lambda: backend.digit_scores(segments, suffixes)) / n
     shared = shared_total / n
     print("[prompt mode] seconds per criterion (20 criteria, one sample)")
@@ -142,7 +144,8 @@ def measure(name: str, row: dict, naive_criteria: int) -> None:
     print("[per text] one sample on all 20 criteria (prefix computed for it)")
     print(
         f"  prompt     {shared_total:6.2f} s per text (naive {naive * n:6.2f}); prompt tokens per "
-        f"text {prompt_prefix + prompt_rows} = prefix {prompt_prefix} + suffixes {prompt_rows}"
+        f"text {prompt_prefix + prompt_rows} = prefix {prompt_prefix} + suffixes {prompt_rows}, "
+        f"of which {shared_tokens} computed (a parent's lines once for its children)"
     )
     print(
         f"  likelihood {first_total:6.2f} s per text (naive {naive_lik * n:6.2f}), prompt "

@@ -11,10 +11,31 @@ deprecated. Everything but the Linear layers (norms, attention, rotary embedding
 
 from __future__ import annotations
 
+import threading
+
 import torch
 
 #: Largest int8 magnitude used (symmetric quantisation, so -127..127).
 _LEVELS = 127.0
+
+#: The last activations quantised in this thread: the query, key and value projections read
+#: the same input, and so do the MLP's gate and up projections.
+_last = threading.local()
+
+
+def quantise_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """int8 codes and per-row steps of ``x`` (rows: its last dimension), reused when the same
+    tensor is quantised again (unchanged: an inference tensor has no version counter, and a
+    decoder layer's projections read their input as it is)."""
+    version = None if x.is_inference() else x._version
+    kept = getattr(_last, "entry", None)
+    if kept is not None and kept[0] is x and kept[1] == version:
+        return kept[2], kept[3]
+    rows = x.reshape(-1, x.shape[-1]).float()
+    step = rows.abs().amax(dim=1, keepdim=True).clamp_(min=1e-12).div_(_LEVELS)
+    codes = torch.div(rows, step).round_().to(torch.int8)
+    _last.entry = (x, version, codes, step)
+    return codes, step
 
 
 class Int8Linear(torch.nn.Module):
@@ -33,15 +54,12 @@ class Int8Linear(torch.nn.Module):
         self.in_features, self.out_features = linear.in_features, linear.out_features
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        shape = x.shape
-        rows = x.reshape(-1, shape[-1]).float()
-        step = rows.abs().amax(dim=1, keepdim=True).clamp_(min=1e-12).div_(_LEVELS)
-        codes = torch.div(rows, step).round_().to(torch.int8)
+        codes, step = quantise_rows(x)
         out = torch._int_mm(codes, self.weight_t).to(torch.float32)
         out.mul_(step).mul_(self.scale)
         if self.bias is not None:
             out.add_(self.bias)
-        return out.reshape(*shape[:-1], self.out_features)
+        return out.reshape(*x.shape[:-1], self.out_features)
 
 
 def quantize_int8(model: torch.nn.Module) -> torch.nn.Module:

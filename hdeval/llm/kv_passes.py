@@ -1,11 +1,12 @@
 """The local judge's forward passes over shared prefixes: the KV cache of every prefix level,
-kept likelihood instructions, and one forward pass per item.
+kept likelihood instructions, and batched passes in which every item is a row of its own.
 
 A prefix level (``chat head + segment_1``, ``+ segment_2`` ...) is computed once, in a pass of
 its own over the level before, and kept in a small LRU; a likelihood instruction read over a
-prefix is kept too (:class:`KeptInstruction`). Every item (a criterion suffix, an instruction,
-a text) then runs in a forward pass of its own over them (:meth:`SharedPrefixPasses._pass`), so
-that its answer never depends on what else is asked with it.
+prefix is kept too (:class:`KeptInstruction`). The items over them (criterion suffixes,
+instructions, texts) run as the rows of batched passes (:meth:`SharedPrefixPasses._rows`):
+the model's weights are read once per pass instead of once per item, and no row sees another,
+so an item's answer does not depend on what else is asked with it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,28 @@ from dataclasses import dataclass
 
 import torch
 
+from hdeval.llm.row_attention import RowSpans
+
+#: Keys and values per layer, each ``(1, heads, tokens, head_dim)``.
+KV = list[tuple[torch.Tensor, torch.Tensor]]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One item of a batched pass: token ``ids`` read after the KV ``past`` (parts, in order:
+    a prefix, then e.g. a kept instruction)."""
+
+    past: tuple[KV, ...]
+    ids: Sequence[int]
+
+
+@dataclass(frozen=True)
+class RowResult:
+    """A row's final hidden states, and its own keys and values where they were kept."""
+
+    hidden: torch.Tensor
+    kv: KV
+
 
 @dataclass(eq=False)
 class KeptInstruction:
@@ -22,17 +45,20 @@ class KeptInstruction:
     and values per layer, and the final hidden state of its last token, which predicts the
     first token of every text read after it."""
 
-    kv: list[tuple[torch.Tensor, torch.Tensor]]
+    kv: KV
     last: torch.Tensor
 
 
 class SharedPrefixPasses:
     """The pass machinery :class:`~hdeval.llm.local.TransformersBackend` runs its requests on.
 
-    It uses the backend's ``model``, ``config``, ``tokens``, ``_head_ids``, ``_encode`` and
-    ``_check_context``, and keeps ``_prefix_cache`` and ``_context_cache`` (LRUs of at most
-    ``_prefix_cache_size`` and ``_context_cache_size`` entries).
+    It uses the backend's ``model``, ``config``, ``tokens``, ``_head_ids``, ``_pad_id``,
+    ``_encode`` and ``_check_context``, and keeps ``_prefix_cache`` and ``_context_cache`` (LRUs
+    of at most ``_prefix_cache_size`` and ``_context_cache_size`` entries).
     """
+
+    #: Most padded tokens (rows x longest row) of one batched pass: bounds its activations.
+    _batch_tokens = 2048
 
     # ----------------------------------------------------------------- KV cache of prefixes
     def _levels(self, segments: Sequence[str]) -> list[tuple[int, ...]]:
@@ -78,7 +104,7 @@ class SharedPrefixPasses:
         while len(self._prefix_cache) > self._prefix_cache_size:
             self._prefix_cache.popitem(last=False)
 
-    # ----------------------------------------------------------------- one item, one pass
+    # ----------------------------------------------------------------- passes
     def _view(self, kv: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> object:
         """A new cache holding ``kv`` (keys, values per layer); a pass over it appends to the
         new cache only (``DynamicCache`` grows by concatenation), so ``kv`` stays as it is."""
@@ -91,15 +117,7 @@ class SharedPrefixPasses:
 
     def _pass(self, cache: object, past: int, ids: Sequence[int]) -> tuple[torch.Tensor, object]:
         """Final hidden states of ``ids`` read after ``cache`` (``past`` tokens, None for none),
-        in one forward pass of their own, and the cache extended by them (``cache`` is kept).
-
-        Every item (a criterion suffix, a likelihood instruction, a text) gets a pass of its
-        own, never shared with another item: with int8 Linear layers the activations are
-        quantised with one scale per pass, and in bf16 the kernels' rounding follows the shape
-        of the pass, so an item packed with others would get other numbers than alone (up to
-        0.2 nats per token in int8). One pass per item gives an item the same answer whatever
-        else is asked, in what order, and in which process (the result cache depends on it).
-        """
+        and the cache extended by them (``cache`` is kept): a prefix level's own pass."""
         self._check_context(past + len(ids))
         extended = self._view(self._kv(cache)) if cache is not None else self._view([])
         input_ids = torch.tensor([list(ids)], device=self.device)
@@ -109,39 +127,121 @@ class SharedPrefixPasses:
         self.tokens.add(prompt=len(ids))
         return hidden, extended
 
+    def _rows(self, rows: Sequence[Row], keep: bool = False) -> list[RowResult]:
+        """Final hidden states of every row's ``ids`` read after its ``past`` (and, with
+        ``keep``, the keys and values of those ids), in batched passes of at most
+        ``_batch_tokens`` padded tokens; rows of similar length share a pass.
+
+        A row is never mixed with another: each has its own past and positions, attention runs
+        for each row on its own unpadded keys (:mod:`hdeval.llm.row_attention`), the int8
+        Linear layers quantise every token on its own (per-token scales, integer products) and
+        norms work per token. So an item gets the same answer alone, packed with others or in
+        another order: bit for bit in int8 and bf16; in fp32 the Linear kernels round a taller
+        batch a little otherwise (1e-4 in a final hidden state, 1e-6 nats per token).
+        """
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i].ids))
+        results: list[RowResult | None] = [None] * len(rows)
+        batch: list[int] = []
+        for index in order:
+            if batch and (len(batch) + 1) * len(rows[index].ids) > self._batch_tokens:
+                self._run_rows([rows[i] for i in batch], keep, batch, results)
+                batch = []
+            batch.append(index)
+        if batch:
+            self._run_rows([rows[i] for i in batch], keep, batch, results)
+        return results  # type: ignore[return-value]
+
+    def _run_rows(
+        self, rows: list[Row], keep: bool, where: list[int], results: list[RowResult | None]
+    ) -> None:
+        """One batched pass: row j's past at cache slots ``[0, past_j)``, padding up to the
+        longest past ``P``, its ids at ``[P, P + n_j)``; results into ``results[where[j]]``."""
+        from transformers import DynamicCache
+
+        pasts = [sum(part[0][0].shape[2] for part in row.past) for row in rows]
+        lengths = [len(row.ids) for row in rows]
+        for past, length in zip(pasts, lengths, strict=True):
+            self._check_context(past + length)
+        width, longest, batch = max(pasts), max(lengths), len(rows)
+        cache = DynamicCache(config=self.config)
+        if width:
+            template = next(row.past[0] for row in rows if row.past)
+            for layer, (keys, _) in enumerate(template):
+                shape = (batch, keys.shape[1], width, keys.shape[3])
+                batched = [keys.new_zeros(shape), keys.new_zeros(shape)]
+                for j, row in enumerate(rows):
+                    start = 0
+                    for part in row.past:
+                        size = part[layer][0].shape[2]
+                        for slot in range(2):
+                            batched[slot][j, :, start : start + size] = part[layer][slot][0]
+                        start += size
+                cache.update(batched[0], batched[1], layer)
+        input_ids = torch.full((batch, longest), self._pad_id, dtype=torch.long)
+        for j, row in enumerate(rows):
+            input_ids[j, : len(row.ids)] = torch.tensor(list(row.ids))
+        positions = torch.tensor(pasts)[:, None] + torch.arange(longest)[None, :]
+        spans = RowSpans(tuple(pasts), tuple(lengths), width)
+        hidden = self.model.get_decoder()(
+            input_ids=input_ids.to(self.device),
+            attention_mask={kind: spans for kind in _mask_kinds(self.config)},
+            position_ids=positions.to(self.device),
+            cache=cache,
+            use_cache=keep,
+        ).last_hidden_state
+        layers = self._kv(cache) if keep else []
+        for j, length in enumerate(lengths):
+            kv = [
+                (k[j : j + 1, :, width : width + length].clone(),
+                 v[j : j + 1, :, width : width + length].clone())
+                for k, v in layers
+            ]  # fmt: skip
+            results[where[j]] = RowResult(hidden[j, :length], kv)
+            self.tokens.add(prompt=length)
+
     @staticmethod
     def _kv(cache: object) -> list[tuple[torch.Tensor, torch.Tensor]]:
         return [(layer.keys, layer.values) for layer in cache.layers]
 
     # ----------------------------------------------------------------- likelihood contexts
-    def _context(self, level: tuple[int, ...], cache: object, past: int, ids: tuple[int, ...]):
-        """The likelihood instruction ``ids`` read over the prefix ``level`` (KV ``cache`` of
-        ``past`` tokens): kept, or computed in a pass of its own and kept."""
-        kept = self._context_cache.get((level, ids))
-        if kept is not None:
-            self._context_cache.move_to_end((level, ids))
-            self.tokens.add(reused=len(ids))
-            return kept
-        hidden, extended = self._pass(cache, past, ids)
-        span = slice(past, past + len(ids))
-        kv = [(k[:, :, span].clone(), v[:, :, span].clone()) for k, v in self._kv(extended)]
-        context = KeptInstruction(kv, hidden[-1])
-        self._context_cache[(level, ids)] = context
+    def _contexts(
+        self, level: tuple[int, ...], prefix: KV, wanted: Sequence[tuple[int, ...]]
+    ) -> dict[tuple[int, ...], KeptInstruction]:
+        """The likelihood instructions ``wanted`` (token ids) read over the prefix ``level``
+        (keys and values ``prefix``): kept ones reused, the others computed in batched passes
+        and kept."""
+        contexts: dict[tuple[int, ...], KeptInstruction] = {}
+        for ids in wanted:
+            key = (level, ids)
+            if ids in contexts or key in self._context_cache:
+                self.tokens.add(reused=len(ids))
+            if ids not in contexts and key in self._context_cache:
+                self._context_cache.move_to_end(key)
+                contexts[ids] = self._context_cache[key]
+        missing = [ids for ids in dict.fromkeys(wanted) if ids not in contexts]
+        computed = self._rows([Row((prefix,), ids) for ids in missing], keep=True)
+        for ids, result in zip(missing, computed, strict=True):
+            contexts[ids] = KeptInstruction(result.kv, result.hidden[-1])
+            self._context_cache[(level, ids)] = contexts[ids]
         while len(self._context_cache) > self._context_cache_size:
             self._context_cache.popitem(last=False)
-        return context
+        return contexts
 
-    def _text_hidden(
-        self, cache: object, past: int, context: KeptInstruction, text: Sequence[int]
-    ) -> torch.Tensor:
-        """The hidden states that predict each token of ``text`` read after the prefix and
-        ``context``: the context's last state predicts the first token; the text's last token
-        predicts nothing and is not run."""
-        if len(text) == 1:
-            return context.last[None]
-        kv = [
-            (torch.cat([k, ck], dim=2), torch.cat([v, cv], dim=2))
-            for (k, v), (ck, cv) in zip(self._kv(cache), context.kv, strict=True)
+    def _texts_hidden(
+        self, prefix: KV, reads: Sequence[tuple[KeptInstruction, Sequence[int]]]
+    ) -> list[torch.Tensor]:
+        """For each (instruction, text) read after the prefix: the hidden states that predict
+        each token of the text. The instruction's last state predicts the first token; the
+        text's last token predicts nothing and is not run."""
+        runs = [i for i, (_, text) in enumerate(reads) if len(text) > 1]
+        rows = [Row((prefix, reads[i][0].kv), reads[i][1][:-1]) for i in runs]
+        own = dict(zip(runs, self._rows(rows), strict=True))
+        return [
+            torch.cat([context.last[None], own[i].hidden]) if i in own else context.last[None]
+            for i, (context, _) in enumerate(reads)
         ]
-        own, _ = self._pass(self._view(kv), past + context.kv[0][0].shape[2], text[:-1])
-        return torch.cat([context.last[None], own])
+
+
+def _mask_kinds(config: object) -> set[str]:
+    """The attention kinds of the model's layers, each of which takes the batch's mask."""
+    return set(getattr(config, "layer_types", None) or ["full_attention"])

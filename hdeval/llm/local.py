@@ -1,11 +1,12 @@
-"""Local transformers backend with shared-prefix KV caching, one item per forward pass.
+"""Local transformers backend with shared-prefix KV caching and batched item passes.
 
 A request is ``chat_head + segment_1 + ... + segment_n + suffix + chat_tail``. The KV cache of
 every prefix level (``head + segment_1``, ``head + segment_1 + segment_2`` ...) is kept in a
 small LRU, so the source document is encoded once for all texts of that document and the
-text once for all its criteria. Each suffix then runs in a pass of its own over the shared cache
-(see :meth:`TransformersBackend._pass`: an item's answer never depends on what else is asked),
-and the vocabulary projection is applied only to the positions whose logits are needed.
+text once for all its criteria. The suffixes then run as the rows of batched passes over the
+shared cache (see :meth:`~hdeval.llm.kv_passes.SharedPrefixPasses._rows`: no row sees another, so
+an item's answer does not depend on what else is asked), and the vocabulary projection is
+applied only to the positions whose logits are needed.
 
 A likelihood request reads the text after an instruction (``segments + instruction + tail +
 text``), so the text cannot be shared; the instruction can. The KV of each instruction over a
@@ -41,13 +42,14 @@ import torch
 from hdeval.errors import ConfigError
 from hdeval.llm.digits import DEFAULT_MIN_MASS, digit_score
 from hdeval.llm.int8 import quantize_int8
-from hdeval.llm.kv_passes import KeptInstruction, SharedPrefixPasses
+from hdeval.llm.kv_passes import KeptInstruction, Row, SharedPrefixPasses
 from hdeval.llm.precision import (
     QUANTIZATIONS,
     resolve_dtype,
     resolve_quantize,
     weights_fingerprint,
 )
+from hdeval.llm.row_attention import ROW_ATTENTION
 from hdeval.llm.types import SCORE_DIGITS, DigitScore, LogLikelihood, TokenCounts
 from hdeval.truncation import ContextOverflow
 
@@ -122,7 +124,10 @@ class TransformersBackend(SharedPrefixPasses):
         log.info("loading the judge %s", self.identity)
         with _quiet_loading():  # no weight-loading bar in every stage that loads the judge
             model = AutoModelForCausalLM.from_pretrained(
-                self._load_dir, gguf_file=self._gguf, dtype=self.dtype, attn_implementation="sdpa"
+                self._load_dir,
+                gguf_file=self._gguf,
+                dtype=self.dtype,
+                attn_implementation=ROW_ATTENTION,
             )
         model.to(self.device).eval()
         self._model = quantize_int8(model) if self.quantize == "int8" else model
@@ -210,12 +215,36 @@ class TransformersBackend(SharedPrefixPasses):
     # ----------------------------------------------------------------- public interface
     @torch.inference_mode()
     def digit_scores(self, segments: Sequence[str], suffixes: Sequence[str]) -> list[DigitScore]:
-        cache, past = self._prefix_state(segments)
-        results = []
-        for suffix in suffixes:
-            hidden, _ = self._pass(cache, past, self._encode(suffix) + self._tail_ids)
-            results.append(self._digit_score(self._logprobs(hidden[-1:], exact=True)[0]))
-        return results
+        levels = self._levels(segments)
+        cache, _ = self._prefix_state(segments, levels)
+        prefix = self._kv(cache)
+        split = [self._stem_split(suffix) for suffix in suffixes]
+        contexts = self._contexts(levels[-1], prefix, [stem for stem, _ in split if stem])
+        rows = [
+            Row((prefix, contexts[stem].kv) if stem else (prefix,), rest) for stem, rest in split
+        ]
+        if not rows:
+            return []
+        last = torch.stack([result.hidden[-1] for result in self._rows(rows)])
+        return [self._digit_score(logprobs) for logprobs in self._logprobs(last, exact=True)]
+
+    def _stem_split(self, suffix: str) -> tuple[tuple[int, ...], list[int]]:
+        """Token ids of ``suffix``'s stem and of the rest with the chat tail.
+
+        The stem is every line but the last two (in a hierarchy-aware prompt: the parent
+        criteria, which sibling criteria share; the metric and the answer cue stay). It is read
+        over the prefix once and kept, as a likelihood instruction is. It depends on the suffix
+        alone, so an item's answer does not depend on what else is asked. No stem where there
+        are at most two lines, or where the two parts would tokenise otherwise than the whole.
+        """
+        whole = self._encode(suffix)
+        lines = suffix.split("\n")
+        if len(lines) > 2:
+            stem = "\n".join(lines[:-2]) + "\n"
+            stem_ids, rest_ids = self._encode(stem), self._encode(suffix[len(stem) :])
+            if stem_ids and stem_ids + rest_ids == whole:
+                return tuple(stem_ids), rest_ids + self._tail_ids
+        return (), whole + self._tail_ids
 
     def _digit_score(self, logprobs: torch.Tensor) -> DigitScore:
         """The digit distribution of one reply position, read as a server's top log-probs are
@@ -245,17 +274,19 @@ class TransformersBackend(SharedPrefixPasses):
         ``segments`` and the item's instruction (what :meth:`loglikelihoods` sums)."""
         levels = self._levels(segments)
         cache, past = self._prefix_state(segments, levels)
-        out = []
-        for i, (instruction, continuation) in enumerate(items):
-            ids = tuple(self._encode(instruction) + self._tail_ids)
-            answer = self._encode(continuation)
+        prefix = self._kv(cache)
+        instructions = [tuple(self._encode(text) + self._tail_ids) for text, _ in items]
+        answers = [self._encode(continuation) for _, continuation in items]
+        for i, (ids, answer) in enumerate(zip(instructions, answers, strict=True)):
             if not answer:
                 raise ValueError(f"empty continuation for item {i}")
             self._check_context(past + len(ids) + len(answer))
-            context = self._context(levels[-1], cache, past, ids)
-            hidden = self._text_hidden(cache, past, context, answer)
-            out.append(self._logprobs(hidden)[torch.arange(len(answer)), torch.tensor(answer)])
-        return out
+        contexts = self._contexts(levels[-1], prefix, instructions)
+        reads = [(contexts[ids], answer) for ids, answer in zip(instructions, answers, strict=True)]
+        return [
+            self._logprobs(hidden)[torch.arange(len(answer)), torch.tensor(answer)]
+            for hidden, answer in zip(self._texts_hidden(prefix, reads), answers, strict=True)
+        ]
 
     @torch.inference_mode()
     def generate(self, prompt: str, max_new_tokens: int = 512) -> str:

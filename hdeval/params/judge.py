@@ -69,8 +69,8 @@ class LLMConfig(Section):
             data,
             "llm",
             {"max_batch": None, "pack_tokens": None},
-            " (every item runs in a forward pass of its own, so that its score never depends "
-            "on what else is asked with it); delete the key",
+            " (every item is a row of its own in the judge's batched passes, so that its score "
+            "never depends on what else is asked with it); delete the key",
         )
 
     @model_validator(mode="after")
