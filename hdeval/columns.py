@@ -9,8 +9,9 @@ A column is ``<signal>[.<statistic>]:<target>``:
 - the text's own signals, whose target starts with ``_``: ``lik:_text`` (:data:`UNCONDITIONED`,
   given the source, no criterion named), ``lik:_free`` (:data:`SOURCE_FREE`, without the source:
   the judge's prior, fluency), ``pmi:_text`` and ``pmi.sum:_text`` (the first minus the second,
-  per token and in total: how much the source explains the text, grounding) and ``len:_text``
-  (the text's length in tokens).
+  per token and in total: how much the source explains the text, grounding) and
+  ``len.words:_text`` (the text's length in words: whitespace-separated, so a typo that splits a
+  word into more tokens does not lengthen the text).
 
 Every column has an orientation (:func:`orientation`): higher is better, lower is better, or
 neither (length, which is not a quality judgement). Every module that builds or reads feature
@@ -36,7 +37,7 @@ UNCONDITIONED = f"{LIKELIHOOD}:{TEXT}"
 SOURCE_FREE = f"{LIKELIHOOD}:{FREE}"
 PMI_MEAN = f"{PMI}:{TEXT}"
 PMI_SUM = f"{PMI}.sum:{TEXT}"
-TEXT_LENGTH = f"{LENGTH}:{TEXT}"
+TEXT_LENGTH = f"{LENGTH}.words:{TEXT}"
 MEAN = "mean"
 _SIGNAL_OF_MODE: dict[str, str] = {"prompt": PROMPT, "likelihood": LIKELIHOOD}
 #: The signals each scoring mode's requests give (PMI and length come from likelihoods).
@@ -131,7 +132,7 @@ def describe(name: str) -> str:
     if signal == PROMPT:
         return f"1-5 prompt score of {target}"
     if signal == LENGTH:
-        return "length in tokens (not a quality judgement)"
+        return "length in words (not a quality judgement)"
     if signal == PMI:
         way = "total" if stat_of(name) == "sum" else "per token"
         return f"grounding in the source (pointwise mutual information, {way})"

@@ -202,12 +202,14 @@ class CriterionScorer:
             if kind == "likelihood":
                 read = fitted.output
             results.update(self._resolve(sample.id, requests, run, kind, segments, continuation))
-        return self._values(results)
+        return self._values(results, read)
 
-    def _values(self, results: dict[str, DigitScore | LogLikelihood]) -> dict[str, float]:
+    def _values(
+        self, results: dict[str, DigitScore | LogLikelihood], read: str
+    ) -> dict[str, float]:
         """The feature values of one sample's results: a prompt score's expected value, each
         statistic of a likelihood's tokens, and from the text's own likelihoods its PMI with
-        the source and its length."""
+        the source and the length in words of the text they read (``read``)."""
         values: dict[str, float] = {}
         for name, result in results.items():
             if isinstance(result, DigitScore):
@@ -221,7 +223,7 @@ class CriterionScorer:
             values[PMI_MEAN] = given.mean - free.mean
             values[PMI_SUM] = given.sum - free.sum
         if self.profile.length and given is not None:
-            values[TEXT_LENGTH] = float(given.n_tokens)
+            values[TEXT_LENGTH] = float(len(read.split()))
         return values
 
     def _passes(self, criteria: list[Criterion]) -> list[tuple[Pass, list[Criterion]]]:

@@ -104,6 +104,12 @@ def open_bundle(path: str | Path) -> Bundle:
         [c.id for c in tree], card["modes"], card["unconditioned"], profile_of(card)
     )
     if expected != card["feature_names"]:
+        unknown = [name for name in card["feature_names"] if name not in expected]
+        if unknown:
+            raise ModelIntegrityError(
+                f"{path} reads feature columns this hdeval does not compute ({unknown}; it "
+                f"computes {expected}); retrain the evaluator"
+            )
         raise ModelIntegrityError(f"{path}: feature order in the card does not match its criteria")
     aggregator = OnnxAggregator(path / AGGREGATOR, expected_sha256=card["aggregator_sha256"])
     if aggregator.n_features != len(expected):

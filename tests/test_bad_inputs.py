@@ -122,6 +122,10 @@ def _precision(card: dict) -> None:
     card["llm_precision"] = "bfloat16"
 
 
+def _old_column(card: dict) -> None:
+    card["feature_names"][-1] = "len:_text"  # length in tokens, before it counted words
+
+
 @pytest.mark.parametrize("edit", [_swap, _rename, _task, _delete, _precision])
 def test_edited_card_is_refused_before_the_judge(project, edit):
     _edit_card(project / "bundle", edit)
@@ -136,6 +140,7 @@ def test_edited_card_is_refused_before_the_judge(project, edit):
         (_swap, "the card's aspects ['fluency', 'coherence'] are not the aggregator's"),
         (_rename, "the card's aspects ['relevance', 'fluency'] are not the aggregator's"),
         (_delete, "modes: Field required"),
+        (_old_column, "reads feature columns this hdeval does not compute (['len:_text']"),
     ],
 )
 def test_edited_card_with_its_hash_recomputed_is_still_refused(project, edit, message):

@@ -232,7 +232,7 @@ def test_by_criterion_when_criteria_are_named_like_the_aspects() -> None:
     coherence); grouping once read those ids as the table's aspect columns and left every
     explanation empty."""
     rng = np.random.default_rng(4)
-    names = ["lik:coherence", "lik.p10:coherence", "lik:fluency", "pmi:_text", "len:_text"]
+    names = ["lik:coherence", "lik.p10:coherence", "lik:fluency", "pmi:_text", "len.words:_text"]
     X = rng.normal(size=(60, len(names)))
     Y = np.c_[X[:, 0] + X[:, 3], X[:, 2] - 0.2 * X[:, 4]]
     model = make_aggregator("linear").fit(X, Y)

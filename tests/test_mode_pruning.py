@@ -128,7 +128,7 @@ def test_pruning_the_likelihood_mode_keeps_the_texts_own_likelihood(embedded_bac
     )
     columns = list(first.run.features.columns)
     text_own = [c for c in columns if c.endswith((":_text", ":_free"))]
-    assert {"lik:_text", "lik:_free", "pmi:_text", "len:_text"} <= set(text_own)
+    assert {"lik:_text", "lik:_free", "pmi:_text", "len.words:_text"} <= set(text_own)
     conditioned = [c for c in columns if c.endswith(":coherence")]
     assert columns == conditioned + text_own and conditioned[:2] == [
         "prompt:coherence",

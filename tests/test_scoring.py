@@ -6,6 +6,7 @@ import math
 import sqlite3
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from hdeval.cache import ResultCache
@@ -178,3 +179,35 @@ def test_text_is_cut_once_the_source_is_gone_and_a_too_long_frame_fails(backend,
     assert len(run.failures) == 2
     assert all(f"context of {frame - 5} tokens" in f.reason for f in run.failures)
     assert "2 failed" in run.summary()
+
+
+def _swap_inner_letters(text: str) -> str:
+    """A typo in every word of five letters or more (its 2nd and 3rd letters swapped): the
+    words stay where they are, the tokenizer splits them differently."""
+    return " ".join(w[0] + w[2] + w[1] + w[3:] if len(w) >= 5 else w for w in text.split())
+
+
+@pytest.mark.model
+def test_length_counts_words_so_typos_do_not_lengthen_a_text(embedded_backend, samples, tmp_path):
+    """``len.words:_text`` is the word count of the text the likelihood read. Typos that the
+    real tokenizer splits into more tokens leave it as it was (a length in tokens rose with
+    them, so DHP's typo perturbations scored higher on a bundle that reads length)."""
+    from hdeval.columns import TEXT_LENGTH, Profile
+
+    row = samples.iloc[:1]
+    typos = row.assign(output=[_swap_inner_letters(row.iloc[0]["output"])]).rename(
+        index=lambda i: f"{i}-typos"
+    )
+    tokens = [
+        len(embedded_backend.tokenizer(text)["input_ids"])
+        for text in (row.iloc[0]["output"], typos.iloc[0]["output"])
+    ]
+    assert tokens[1] > tokens[0]  # the typos cost tokens
+
+    judge = CachedJudge(embedded_backend, ResultCache(tmp_path / "cache.sqlite"))
+    profile = Profile(length=True)
+    scorer = CriterionScorer(judge, modes=("likelihood",), profile=profile)
+    run = scorer.score(pd.concat([row, typos]), TREE, progress=False)
+    lengths = run.features[TEXT_LENGTH].tolist()
+    assert lengths == [float(len(row.iloc[0]["output"].split()))] * 2
+    assert run.features[UNCONDITIONED].iloc[1] < run.features[UNCONDITIONED].iloc[0]

@@ -102,7 +102,7 @@ def test_feature_set_cuts_the_tree_and_orders_columns_like_the_scorer() -> None:
     assert profiled.columns(TREE) == [
         "lik:coh", "lik.p10:coh", "lik:flu", "lik.p10:flu",
         "lik:_text", "lik.p10:_text", "lik:_free", "lik.p10:_free",
-        "pmi:_text", "pmi.sum:_text", "len:_text",
+        "pmi:_text", "pmi.sum:_text", "len.words:_text",
     ]  # fmt: skip
 
 

@@ -62,7 +62,7 @@ def test_whole_pipeline_on_vllm_with_likelihoods(tmp_path, vllm_server, embedded
     assert {"hdeval", "direct-prompt", "likelihood"} == set(metrics["dhp"])
     features = pd.read_csv(root / "work/layers/1/features.csv", index_col=0)
     signals = ["lik:naturalness", "lik.p10:naturalness", "lik:_text", "lik:_free", "pmi:_text"]
-    assert features[[*signals, "prompt:naturalness", "len:_text"]].notna().all().all()
+    assert features[[*signals, "prompt:naturalness", "len.words:_text"]].notna().all().all()
     card = json.loads((root / "models/evaluator/card.json").read_text())
     assert card["llm_identity"] == f"openai-compatible:{vllm_server}:{MODEL_ALIAS}@{embedded_dir}"
     assert card["llm_precision"] is None and card["source_free"] and card["length"]

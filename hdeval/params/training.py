@@ -60,8 +60,9 @@ class HierarchyParams(Section):
     fluency) and its difference from the likelihood given the source (``pmi:_text``,
     ``pmi.sum:_text``: how much the source explains the text, grounding)."""
     length: bool = True
-    """Also the text's length in tokens (``len:_text``; not a quality judgement, so exempt from
-    the weight signs and the rising check)."""
+    """Also the text's length in words (``len.words:_text``: whitespace-separated, so typos
+    do not lengthen it; not a quality judgement, so exempt from the weight signs and the rising
+    check)."""
     proxy_aggregator: AggregatorKind = "linear"
     """The aggregator that ranks criteria between layers."""
     cv_folds: int = Field(5, ge=2)
