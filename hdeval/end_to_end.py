@@ -126,7 +126,7 @@ def _gates(
         n_boot=params.evaluate.bootstrap,
         seed=seed,
     )
-    names, left_dhp = without_likelihood([HDEVAL, "direct-prompt", "likelihood"], problem)
+    names, left_dhp = without_likelihood([HDEVAL, *params.dhp.baselines], problem)
     dhp_scorers = make_scorers(
         names,
         judge,

@@ -222,6 +222,7 @@ def estimate(params: Params, judge: CachedJudge) -> list[StageCost]:
     """The LLM work of every pipeline stage still to do after the cache."""
     from hdeval.baselines.llm import DirectPromptScorer, LikelihoodScorer, OverallPromptScorer
     from hdeval.dhp.acceptance import rule_perturbed_samples
+    from hdeval.text_scorers import make_scorers, without_likelihood
 
     hierarchy, _ = usable_modes(params.hierarchy, judge.likelihood_problem())
     planner = Planner(judge)
@@ -274,8 +275,9 @@ def estimate(params: Params, judge: CachedJudge) -> list[StageCost]:
     labels = load_labels(params.data.path, params.data.aspects, params.data.score_range)
     combined = rule_perturbed_samples(labels, params.dhp)
     planner.scoring(dhp, scorer.plan(combined, tree))
-    for baseline in [DirectPromptScorer(judge, task, aspects, aspects=names), *likelihood]:
-        planner.scoring(dhp, baseline.plan(combined))  # DHP scores the direct prompts alone
+    kept, _ = without_likelihood(params.dhp.baselines, judge.likelihood_problem())
+    for baseline in make_scorers(kept, judge, task, aspects, names):
+        planner.scoring(dhp, baseline.plan(combined))
     if params.dhp.llm_perturbations:
         dhp.exact = False
         dhp.note = "estimate: LLM-made perturbations are not counted"

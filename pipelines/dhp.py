@@ -16,9 +16,7 @@ def main() -> None:
     settings, data = params.dhp, params.data
     judge = open_judge(params.llm)
     labels = load_labels(data.path, data.aspects, data.score_range)
-    names, left_out = without_likelihood(
-        [HDEVAL, "direct-prompt", "likelihood"], judge.likelihood_problem()
-    )
+    names, left_out = without_likelihood([HDEVAL, *settings.baselines], judge.likelihood_problem())
     scorers = make_scorers(
         names,
         judge,

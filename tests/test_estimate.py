@@ -12,7 +12,9 @@ import yaml
 
 from hdeval.cache import ResultCache
 from hdeval.criteria import CriteriaTree
+from hdeval.data import load_labels
 from hdeval.data.splitting import load_split
+from hdeval.dhp.acceptance import rule_perturbed_samples
 from hdeval.estimate import calibrate, estimate, render
 from hdeval.hierarchy import run_layer
 from hdeval.judge import CachedJudge
@@ -94,3 +96,22 @@ def test_estimate_command_prints_every_stage(embedded_dir, tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     for stage in ("layer@1", "layer@2", "evaluate", "baselines", "dhp", "total"):
         assert re.search(rf"^{re.escape(stage)}\s+\d+", done.stdout, re.M), done.stdout
+
+
+@pytest.mark.model
+def test_dhp_estimate_counts_only_the_baselines_it_is_given(embedded_backend, tmp_path):
+    params = _tiny_params(tmp_path)
+    judge = CachedJudge(embedded_backend, ResultCache(tmp_path / "cache.sqlite"))
+
+    def dhp_calls(baselines: list[str]) -> int:
+        params.dhp.baselines = baselines
+        return {s.stage: s for s in estimate(params, judge)}["dhp"].total_calls
+
+    bundle_alone = dhp_calls([])
+    assert bundle_alone > 0
+    assert dhp_calls(["likelihood"]) == bundle_alone  # it reads what the bundle reads
+    texts = rule_perturbed_samples(
+        load_labels(params.data.path, params.data.aspects, params.data.score_range), params.dhp
+    )
+    prompts = texts["output"].nunique() * len(params.data.aspects)  # one digit prompt each
+    assert dhp_calls(["direct-prompt", "likelihood"]) == bundle_alone + prompts

@@ -64,7 +64,7 @@ def test_whole_pipeline_on_a_server_without_likelihoods(tmp_path, llama_server):
             },
             "aggregator": {"n_trials": 2, "cv_folds": 2},
             "evaluate": {"bootstrap": 5},
-            "dhp": {"n_texts": 2, "probes": False},
+            "dhp": {"n_texts": 2, "probes": False, "baselines": ["direct-prompt", "likelihood"]},
         },
     )
     run([DVC, "repro"], root, env)

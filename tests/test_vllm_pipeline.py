@@ -59,7 +59,7 @@ def test_whole_pipeline_on_vllm_with_likelihoods(tmp_path, vllm_server, embedded
     assert metrics["left_out"] == {}  # vLLM gives likelihoods: nothing was left out
     assert {"hdeval", "likelihood_only", "text_signals_only"} <= set(metrics["held_out"])
     assert {"likelihood", "likelihood:source_free", "likelihood:pmi"} <= set(metrics["baselines"])
-    assert {"hdeval", "direct-prompt", "likelihood"} == set(metrics["dhp"])
+    assert {"hdeval", "likelihood"} == set(metrics["dhp"])
     features = pd.read_csv(root / "work/layers/1/features.csv", index_col=0)
     signals = ["lik:naturalness", "lik.p10:naturalness", "lik:_text", "lik:_free", "pmi:_text"]
     assert features[[*signals, "prompt:naturalness", "len.words:_text"]].notna().all().all()

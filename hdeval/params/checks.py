@@ -29,6 +29,13 @@ class DHPParams(Section):
     the wrong way refuses a scorer; 20 leave the verdict to the scorer, not to chance."""
     seed: int = 0
     """Seed of the perturbations."""
+    baselines: list[Literal["direct-prompt", "overall-prompt", "likelihood"]] = Field(
+        default_factory=lambda: ["likelihood"]
+    )
+    """Same-judge baselines benchmarked beside the bundle on the same texts. ``likelihood`` (its
+    single signals included) reads what a likelihood bundle reads: no LLM call of its own. A
+    prompt baseline asks 4 prompts more per text (a quarter of the default run's dhp stage),
+    and the 0.5B judge's prompts discern nothing: add ``direct-prompt`` for a stronger judge."""
     llm_perturbations: bool = False
     """Also DHP's LLM-made perturbations (fictional entities, grammar errors, rewriting); the
     0.5B judge cannot make them: give a 7B+ ``perturber``."""
