@@ -34,8 +34,9 @@ class DHPParams(Section):
     )
     """Same-judge baselines benchmarked beside the bundle on the same texts. ``likelihood`` (its
     single signals included) reads what a likelihood bundle reads: no LLM call of its own. A
-    prompt baseline asks 4 prompts more per text (a quarter of the default run's dhp stage),
-    and the 0.5B judge's prompts discern nothing: add ``direct-prompt`` for a stronger judge."""
+    prompt baseline asks 4 prompts more per text (the default run's dhp stage: 5.0 min with
+    direct-prompt, 3.2 without), and the 0.5B judge's prompts discern nothing: add
+    ``direct-prompt`` for a stronger judge."""
     llm_perturbations: bool = False
     """Also DHP's LLM-made perturbations (fictional entities, grammar errors, rewriting); the
     0.5B judge cannot make them: give a 7B+ ``perturber``."""
