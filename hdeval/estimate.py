@@ -220,11 +220,11 @@ def calibrate(judge: CachedJudge, params: Params) -> dict:
 
 def estimate(params: Params, judge: CachedJudge) -> list[StageCost]:
     """The LLM work of every pipeline stage still to do after the cache."""
-    from hdeval.baselines.llm import DirectPromptScorer, LikelihoodScorer, OverallPromptScorer
     from hdeval.dhp.acceptance import rule_perturbed_samples
-    from hdeval.text_scorers import make_scorers, without_likelihood
+    from hdeval.text_scorers import BASELINES, make_scorers, without_likelihood
 
-    hierarchy, _ = usable_modes(params.hierarchy, judge.likelihood_problem())
+    problem = judge.likelihood_problem()
+    hierarchy, _ = usable_modes(params.hierarchy, problem)
     planner = Planner(judge)
     train, test = load_split(params.data)
     aspects = aspects_tree(params.data)
@@ -258,16 +258,10 @@ def estimate(params: Params, judge: CachedJudge) -> list[StageCost]:
     planner.scoring(evaluate, scorer.plan(test.samples, tree))
     stages.append(evaluate)
 
-    baselines = StageCost("baselines")
+    baselines = StageCost("baselines")  # the stage's scorers, less ROUGE (no LLM call)
     task, names = params.task, params.data.aspects
-    prompts = [  # both named: one pass over each text, as make_scorers builds them
-        DirectPromptScorer(judge, task, aspects, aspects=names, with_overall=True),
-        OverallPromptScorer(judge, task, aspects, aspects=names, with_direct=True),
-    ]
-    likelihood = []
-    if judge.likelihood_problem() is None:
-        likelihood.append(LikelihoodScorer(judge, task, aspects, aspects=names))
-    for baseline in [*prompts, *likelihood]:
+    kept, _ = without_likelihood([n for n in BASELINES if n != "rouge"], problem)
+    for baseline in make_scorers(kept, judge, task, aspects, names):
         planner.scoring(baselines, baseline.plan(test.samples))
     stages.append(baselines)
 
@@ -275,7 +269,7 @@ def estimate(params: Params, judge: CachedJudge) -> list[StageCost]:
     labels = load_labels(params.data.path, params.data.aspects, params.data.score_range)
     combined = rule_perturbed_samples(labels, params.dhp)
     planner.scoring(dhp, scorer.plan(combined, tree))
-    kept, _ = without_likelihood(params.dhp.baselines, judge.likelihood_problem())
+    kept, _ = without_likelihood(params.dhp.baselines, problem)
     for baseline in make_scorers(kept, judge, task, aspects, names):
         planner.scoring(dhp, baseline.plan(combined))
     if params.dhp.llm_perturbations:
