@@ -136,7 +136,8 @@ def results_markdown(table: pd.DataFrame, dhp: Mapping[str, Mapping], metrics: M
         "",
         f"Held-out rows: {rows.get('test')} (training rows: {rows.get('train')}); correlations "
         "averaged over the aspects, 95 % CIs from a document bootstrap. DHP: discernment "
-        "D = log_0.05(p) with expert weights (>= 1 means discerned at p < 0.05).",
+        "D = log_0.05(p) with expert weights (>= 1 means discerned at p < 0.05); blank: not "
+        "benchmarked (`dhp.baselines`).",
         f"Judge: `{llm.get('identity')}`; LLM calls {llm.get('llm_calls')}, cache hits "
         f"{llm.get('cache_hits')}, prompt tokens {tokens.get('prompt')} (+ {tokens.get('reused')} "
         f"reused from a KV cache), generated tokens {tokens.get('completion')}.",
