@@ -62,7 +62,7 @@ def repro(root: Path, env: dict) -> dict[str, float]:
 def texts_per_stage(params_path: Path, metrics: dict) -> dict[str, int]:
     """The texts each LLM stage scored: training, held-out, or DHP's originals and copies."""
     from hdeval.data import load_labels
-    from hdeval.dhp.acceptance import rule_perturbed_samples
+    from hdeval.dhp.runner import rule_perturbed_samples
     from hdeval.params import load_params
 
     params = load_params(params_path)
@@ -82,7 +82,7 @@ def main() -> None:
     args = parser.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="hdeval-default-run-"))
     root.mkdir(parents=True, exist_ok=True)
-    for name in ("dvc.yaml", "pipelines", "hdeval", "data"):
+    for name in ("dvc.yaml", ".dvcignore", "pipelines", "hdeval", "data"):
         source = REPO / name
         (shutil.copytree if source.is_dir() else shutil.copy)(source, root / name)
     shutil.copy(args.params, root / "params.yaml")

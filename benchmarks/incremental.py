@@ -33,9 +33,9 @@ from pathlib import Path
 
 import yaml
 
-from hdeval.cache import ResultCache
-from hdeval.criteria import CriteriaTree
-from hdeval.results import llm_totals
+from hdeval.llm.cache import ResultCache
+from hdeval.report.results import llm_totals
+from hdeval.tree.criteria import CriteriaTree
 
 REPO = Path(__file__).resolve().parents[1]
 SUMMEVAL = REPO / "data" / "summeval" / "summeval.jsonl"
@@ -107,7 +107,7 @@ def build_project(root: Path, args: argparse.Namespace, base: list[dict], env: d
     The same steps as the project fixture of ``tests/test_pipeline.py`` (tests and benchmarks
     share no importable module), with the sizes of this benchmark.
     """
-    for name in ("dvc.yaml", "pipelines"):
+    for name in ("dvc.yaml", ".dvcignore", "pipelines", "hdeval"):
         source = REPO / name
         (shutil.copytree if source.is_dir() else shutil.copy)(source, root / name)
     write_jsonl(root / "labels.jsonl", base)

@@ -70,10 +70,10 @@ def judge_load(args: argparse.Namespace) -> dict:
 
 
 def judge(args: argparse.Namespace) -> dict:
-    from hdeval.criteria import CriteriaTree
-    from hdeval.criterion_scorer import CriterionScorer
-    from hdeval.judge import open_judge
+    from hdeval.llm.judge import open_judge
     from hdeval.params import LLMConfig
+    from hdeval.scoring.criterion_scorer import CriterionScorer
+    from hdeval.tree.criteria import CriteriaTree
 
     cached = open_judge(LLMConfig())
     tree = CriteriaTree.from_yaml(args.tree)
@@ -85,8 +85,8 @@ def judge(args: argparse.Namespace) -> dict:
 def bundle(args: argparse.Namespace) -> dict:
     import numpy as np
 
-    from hdeval.bundle import read_card
-    from hdeval.evaluator import Evaluator
+    from hdeval.export.bundle import read_card
+    from hdeval.export.evaluator import Evaluator
 
     evaluator = Evaluator.load(args.bundle, StandInJudge(read_card(args.bundle)["llm_identity"]))
     rng = np.random.default_rng(0)
@@ -96,8 +96,8 @@ def bundle(args: argparse.Namespace) -> dict:
 
 
 def production(args: argparse.Namespace) -> dict:
-    from hdeval.evaluator import Evaluator
-    from hdeval.judge import open_judge
+    from hdeval.export.evaluator import Evaluator
+    from hdeval.llm.judge import open_judge
     from hdeval.params import LLMConfig
 
     cached = open_judge(LLMConfig())
@@ -148,11 +148,11 @@ def synthetic_bundle(path: Path, tree_path: Path, identity: str, modes: list[str
     """A linear aggregator fitted on random criterion scores of the tree's criteria."""
     import numpy as np
 
-    from hdeval.aggregators import make_aggregator
-    from hdeval.bundle import export_bundle
-    from hdeval.columns import feature_columns
-    from hdeval.criteria import CriteriaTree
+    from hdeval.export.bundle import export_bundle
     from hdeval.params import TaskSpec
+    from hdeval.scoring.columns import feature_columns
+    from hdeval.training.aggregators import make_aggregator
+    from hdeval.tree.criteria import CriteriaTree
 
     tree = CriteriaTree.from_yaml(tree_path)
     names = feature_columns([c.id for c in tree], modes)
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     if args.bundle:
-        from hdeval.bundle import CRITERIA, read_card
+        from hdeval.export.bundle import CRITERIA, read_card
 
         args.tree, args.modes = args.bundle / CRITERIA, read_card(args.bundle)["modes"]
     else:

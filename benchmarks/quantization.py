@@ -23,17 +23,17 @@ import torch
 from scipy.stats import pearsonr, spearmanr
 from scoring import cpu_line
 
-from hdeval.criteria import Criterion
-from hdeval.embedded import pull
+from hdeval.llm.embedded import pull
 from hdeval.llm.int8 import quantize_int8
 from hdeval.llm.local import TransformersBackend
 from hdeval.params import TaskSpec
-from hdeval.prompts import (
+from hdeval.scoring.prompts import (
     criterion_prompt,
     likelihood_instruction,
     prompt_segments,
     source_segment,
 )
+from hdeval.tree.criteria import Criterion
 
 REPO = Path(__file__).resolve().parents[1]
 TASK = TaskSpec()

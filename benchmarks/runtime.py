@@ -27,8 +27,8 @@ import numpy as np
 import onnxruntime
 import sklearn
 
-from hdeval.aggregators import KINDS, make_aggregator
-from hdeval.onnx_export import OnnxAggregator, export_onnx
+from hdeval.export.onnx_export import OnnxAggregator, export_onnx
+from hdeval.training.aggregators import KINDS, make_aggregator
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

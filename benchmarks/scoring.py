@@ -27,15 +27,15 @@ from pathlib import Path
 
 import torch
 
-from hdeval.criteria import CriteriaTree, Criterion
-from hdeval.embedded import pull
+from hdeval.llm.embedded import pull
 from hdeval.llm.local import TransformersBackend
 from hdeval.params import TaskSpec
-from hdeval.prompts import (
+from hdeval.scoring.prompts import (
     criterion_prompt,
     likelihood_instruction,
     prompt_segments,
 )
+from hdeval.tree.criteria import CriteriaTree, Criterion
 
 REPO = Path(__file__).resolve().parents[1]
 TASK = TaskSpec()

@@ -23,13 +23,12 @@ from pathlib import Path
 
 from scoring import cpu_line
 
-from hdeval.criteria import aspects_tree
-from hdeval.embedded import pull
+from hdeval.llm.embedded import pull
 from hdeval.llm.local import TransformersBackend
 from hdeval.llm.openai_compat import OpenAICompatibleBackend
 from hdeval.llm.precision import resolve_quantize
 from hdeval.params import DataParams, TaskSpec
-from hdeval.prompts import (
+from hdeval.scoring.prompts import (
     criterion_prompt,
     likelihood_for,
     likelihood_instruction,
@@ -38,6 +37,7 @@ from hdeval.prompts import (
     source_free_segment,
     source_segment,
 )
+from hdeval.tree.criteria import aspects_tree
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))

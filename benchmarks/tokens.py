@@ -25,15 +25,15 @@ from statistics import mean
 import yaml
 from transformers import AutoTokenizer
 
-from hdeval.criteria import Criterion
-from hdeval.embedded import pull
+from hdeval.llm.embedded import pull
 from hdeval.params import TaskSpec
-from hdeval.prompts import (
+from hdeval.scoring.prompts import (
     criterion_prompt,
     likelihood_instruction,
     output_segment,
     source_segment,
 )
+from hdeval.tree.criteria import Criterion
 
 REPO = Path(__file__).resolve().parents[1]
 TASK = TaskSpec()

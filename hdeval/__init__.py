@@ -20,9 +20,9 @@ __version__ = "0.1.0"
 
 #: Public name -> the module that defines it.
 _PUBLIC = {
-    "Evaluator": "hdeval.evaluator",
-    "open_judge": "hdeval.judge",
-    "CachedJudge": "hdeval.judge",
+    "Evaluator": "hdeval.export.evaluator",
+    "open_judge": "hdeval.llm.judge",
+    "CachedJudge": "hdeval.llm.judge",
     "LLMConfig": "hdeval.params",
     "Params": "hdeval.params",
     "load_params": "hdeval.params",

@@ -158,7 +158,7 @@ def baseline_verdict(
         f"{best} of the best same-judge baseline {name!r}{_paired_note(paired, name)} "
         f"(margin {settings.baseline_margin}){note}{extra}"
     )
-    figures.update({name: asdict(best), "margin": settings.baseline_margin})
+    figures.update({name: asdict(best), "margin": settings.baseline_margin, "best": name})
     if paired is not None and len(paired):
         figures["paired"] = paired.to_dict(orient="records")
     return Verdict("baselines", accepted, message, figures)

@@ -13,7 +13,10 @@ from pathlib import Path
 from hdeval.errors import ConfigError, HDEvalError
 from hdeval.paths import sha256_file
 
-PARAMS = Path("params.yaml")
+#: The params file the stage scripts read: ``params.yaml``, or the file ``hdeval train --params``
+#: names through this variable (``dvc repro`` always reads ``params.yaml``).
+PARAMS_ENV = "HDEVAL_PARAMS"
+PARAMS = Path(os.environ.get(PARAMS_ENV) or "params.yaml")
 WORK = Path("work")
 LABELS = WORK / "labels.json"
 PREPARED = WORK / "prepared"
@@ -27,6 +30,7 @@ ACCEPTANCE = WORK / "acceptance.json"
 AGGREGATOR = TUNE / "aggregator.joblib"
 BUNDLE = Path("models") / "evaluator"
 METRICS = Path("metrics.json")
+HEADLINE = Path("headline.json")
 RESULTS = Path("results.md")
 PLOTS = Path("plots")
 
@@ -73,6 +77,13 @@ def run_stage(name: str, main: Callable[..., None], *args: object) -> None:
     """Run a stage script: its progress bar and result lines; warnings and errors of the
     library (``HDEVAL_LOG=INFO`` shows its progress messages too); an hdeval error reported in
     one line with exit 1."""
+    if os.environ.get(PARAMS_ENV) and os.environ.get("DVC_STAGE"):
+        print(
+            f"stage {name} refused: {PARAMS_ENV} is set, but dvc repro tracks params.yaml only; "
+            f"unset {PARAMS_ENV} or use hdeval train --params",
+            file=sys.stderr,
+        )
+        sys.exit(1)
     level = os.environ.get("HDEVAL_LOG", "WARNING").upper()
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     try:

@@ -5,11 +5,11 @@ import pandas as pd
 
 from hdeval import workspace as ws
 from hdeval.baselines import compare, entries, render_markdown
-from hdeval.criteria import aspects_tree
+from hdeval.baselines.registry import BASELINES, make_scorers, without_likelihood
 from hdeval.data import load_labels
-from hdeval.judge import open_judge
+from hdeval.llm.judge import open_judge
 from hdeval.params import load_params
-from hdeval.text_scorers import BASELINES, make_scorers, without_likelihood
+from hdeval.tree.criteria import aspects_tree
 
 
 def main() -> None:

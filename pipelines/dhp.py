@@ -2,13 +2,13 @@
 perturbed texts (the acceptance stage gates the evaluator on it)."""
 
 from hdeval import workspace as ws
-from hdeval.criteria import aspects_tree
+from hdeval.baselines.registry import HDEVAL, make_scorers, without_likelihood
 from hdeval.data import load_labels
-from hdeval.dhp.acceptance import dhp_markdown, dhp_samples, run_suite, summary
-from hdeval.evaluator import Evaluator
-from hdeval.judge import open_judge
+from hdeval.dhp.runner import dhp_markdown, dhp_samples, run_suite, summary
+from hdeval.export.evaluator import Evaluator
+from hdeval.llm.judge import open_judge
 from hdeval.params import load_params
-from hdeval.text_scorers import HDEVAL, make_scorers, without_likelihood
+from hdeval.tree.criteria import aspects_tree
 
 
 def main() -> None:

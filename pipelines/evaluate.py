@@ -2,15 +2,15 @@
 human scores of the bundle and of its ablations, with document-bootstrap CIs."""
 
 from hdeval import workspace as ws
-from hdeval.columns import UNCONDITIONED, Profile
-from hdeval.criteria import CriteriaTree
-from hdeval.criterion_scorer import CriterionScorer
 from hdeval.data import load_labels
-from hdeval.evaluator import Evaluator
-from hdeval.judge import open_judge
+from hdeval.export.evaluator import Evaluator
+from hdeval.llm.judge import open_judge
 from hdeval.params import load_params
-from hdeval.results import agreement_line, evaluation_plots, layer_summary, stage_cost
-from hdeval.training import ablation_predictions, agreements
+from hdeval.report.results import agreement_line, evaluation_plots, layer_summary, stage_cost
+from hdeval.scoring.columns import UNCONDITIONED, Profile
+from hdeval.scoring.criterion_scorer import CriterionScorer
+from hdeval.training.fit import ablation_predictions, agreements
+from hdeval.tree.criteria import CriteriaTree
 
 
 def main() -> None:

@@ -3,12 +3,12 @@
 import sys
 
 from hdeval import workspace as ws
-from hdeval.criteria import CriteriaTree, aspects_tree
 from hdeval.data import load_labels
 from hdeval.errors import ConfigError
-from hdeval.hierarchy import next_layer, run_layer, usable_modes
-from hdeval.judge import open_decomposer, open_judge
+from hdeval.llm.judge import open_decomposer, open_judge
 from hdeval.params import load_params
+from hdeval.training.hierarchy import next_layer, run_layer, usable_modes
+from hdeval.tree.criteria import CriteriaTree, aspects_tree
 
 
 def main(number: int) -> None:

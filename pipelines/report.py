@@ -1,12 +1,14 @@
 """Stage report: metrics.json (held-out agreement, ablations, baselines, DHP, model selection,
-acceptance verdicts, LLM cost) and the results table results.md."""
+acceptance verdicts, LLM cost), its headline numbers for `dvc exp show` (headline.json) and the
+results table results.md."""
 
 import pandas as pd
 
 from hdeval import workspace as ws
-from hdeval.results import (
+from hdeval.report.results import (
     acceptance_markdown,
     baseline_summary,
+    headline,
     layers_markdown,
     left_out_markdown,
     llm_totals,
@@ -44,6 +46,7 @@ def main() -> None:
         "llm": {**evaluation["llm"], "stages": stages, **llm_totals(stages)},
     }
     ws.write_json(ws.METRICS, metrics)
+    ws.write_json(ws.HEADLINE, headline(metrics))
     text = results_markdown(table, dhp["scorers"], metrics) + left_out_markdown(left_out)
     text += "\n" + acceptance_markdown(verdicts) + "\n" + selection_markdown(metrics["selection"])
     text += "\n" + reading_markdown(pd.read_csv(ws.EXPLAIN / "mean_abs_shap.csv", index_col=0))

@@ -5,10 +5,11 @@ the evaluator bundle (ONNX aggregator, criteria tree, card with the CV table).""
 import joblib
 
 from hdeval import workspace as ws
-from hdeval.criteria import CriteriaTree
 from hdeval.data import load_labels
+from hdeval.export.bundle import export_evaluator
 from hdeval.params import load_params
-from hdeval.training import export_evaluator, select_and_fit
+from hdeval.training.fit import select_and_fit
+from hdeval.tree.criteria import CriteriaTree
 
 
 def main() -> None:

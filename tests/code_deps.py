@@ -44,3 +44,9 @@ def code_closure(script: Path) -> set[str]:
                     seen.add(target)
                     todo.append(target)
     return {str(p.relative_to(REPO)) for p in seen}
+
+
+def code_units(files: set[str]) -> set[str]:
+    """What a stage declares for ``files``: each file's subpackage (``hdeval/llm``), or the file
+    itself where it is a top-level module (``hdeval/errors.py``)."""
+    return {f if f.count("/") == 1 else "/".join(f.split("/")[:2]) for f in files}

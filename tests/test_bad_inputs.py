@@ -18,12 +18,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hdeval.aggregators import make_aggregator
-from hdeval.bundle import card_sha256, export_bundle
-from hdeval.columns import check_failed_shares, feature_columns
-from hdeval.criteria import CriteriaTree, Criterion
 from hdeval.errors import HDEvalError
+from hdeval.export.bundle import card_sha256, export_bundle
 from hdeval.params import TaskSpec
+from hdeval.scoring.columns import check_failed_shares, feature_columns
+from hdeval.training.aggregators import make_aggregator
+from hdeval.tree.criteria import CriteriaTree, Criterion
 
 HDEVAL = str(Path(sys.executable).parent / "hdeval")
 ASPECTS = ["coherence", "fluency"]

@@ -19,14 +19,14 @@ from hdeval.baselines import (
     render_markdown,
     render_rich,
 )
-from hdeval.cache import ResultCache
-from hdeval.criteria import CriteriaTree, Criterion
-from hdeval.criterion_scorer import CriterionScorer
+from hdeval.baselines.registry import TextScorer
 from hdeval.errors import ConfigError
-from hdeval.judge import CachedJudge
+from hdeval.llm.cache import ResultCache
+from hdeval.llm.judge import CachedJudge
 from hdeval.params import TaskSpec
-from hdeval.prompts import TEMPLATE_VERSION
-from hdeval.text_scorers import TextScorer
+from hdeval.scoring.criterion_scorer import CriterionScorer
+from hdeval.scoring.prompts import TEMPLATE_VERSION
+from hdeval.tree.criteria import CriteriaTree, Criterion
 
 ASPECTS = ["coherence", "fluency"]
 TREE = CriteriaTree(
@@ -265,7 +265,7 @@ def test_prompt_baselines_named_together_share_one_pass(
     """make_scorers asks the direct and overall prompts of a text in one call to the model
     (one pass over its source and text), with the same scores and cache keys as one baseline
     after the other."""
-    from hdeval.text_scorers import make_scorers
+    from hdeval.baselines.registry import make_scorers
 
     task, names = TaskSpec(), ["direct-prompt", "overall-prompt"]
     calls: list[int] = []

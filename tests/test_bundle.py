@@ -15,7 +15,7 @@ import pytest
 
 from hdeval.atomic_dir import staged_dir
 from hdeval.errors import HDEvalError
-from hdeval.evaluator import Evaluator
+from hdeval.export.evaluator import Evaluator
 from tests import export_worker
 from tests.processes import start_worker
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 
-from hdeval.cache import ResultCache, cache_key
+from hdeval.llm.cache import ResultCache, cache_key
 
 
 def test_key_depends_on_answer_relevant_parts_only():

@@ -1,8 +1,9 @@
-"""The feature-column protocol (hdeval.columns): names, modes and the order of feature columns."""
+"""The feature-column protocol (hdeval.scoring.columns): names, modes and the order of feature
+columns."""
 
 from __future__ import annotations
 
-from hdeval.columns import (
+from hdeval.scoring.columns import (
     UNCONDITIONED,
     column,
     criterion_of,

@@ -95,7 +95,7 @@ def test_moved_gate_and_aggregator_keys_name_their_replacement(
 
 
 def test_embedded_model_is_one_of_the_pinned_weights(tmp_path: Path) -> None:
-    from hdeval import embedded
+    from hdeval.llm import embedded
 
     config = _load(tmp_path, {"model": "qwen2.5-coder-1.5b-instruct-q4_k_m"})
     assert embedded.embedded_model(config.model) is embedded.QWEN_15B

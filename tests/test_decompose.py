@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from hdeval.cache import ResultCache, cache_key
-from hdeval.criteria import CriteriaTree, Criterion
-from hdeval.decompose import decompose, slugify, undecomposed
-from hdeval.decompose_prompt import TEMPLATE_VERSION, decomposition_prompt
-from hdeval.decompose_reply import parse_criteria_list
 from hdeval.errors import ConfigError, HDEvalError
-from hdeval.judge import CachedJudge
+from hdeval.llm.cache import ResultCache, cache_key
+from hdeval.llm.judge import CachedJudge
+from hdeval.tree.criteria import CriteriaTree, Criterion
+from hdeval.tree.decompose import decompose, slugify, undecomposed
+from hdeval.tree.decomposition_prompt import TEMPLATE_VERSION, decomposition_prompt
+from hdeval.tree.decomposition_reply import parse_criteria_list
 
 TASK = (
     "text summarization. A summary is a shorter passage that covers the key details of an article."

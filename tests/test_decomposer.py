@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from hdeval.cache import ResultCache
-from hdeval.criteria import CriteriaTree, Criterion
 from hdeval.data import load_labels
-from hdeval.hierarchy import run_layer
-from hdeval.judge import CachedJudge, open_judge
+from hdeval.llm.cache import ResultCache
+from hdeval.llm.judge import CachedJudge, open_judge
 from hdeval.params import HierarchyParams, LLMConfig, TaskSpec
+from hdeval.training.hierarchy import run_layer
+from hdeval.tree.criteria import CriteriaTree, Criterion
 from tests.servers import MODEL_ALIAS
 
 pytestmark = [pytest.mark.server, pytest.mark.model]
@@ -53,7 +53,7 @@ def test_decomposer_writes_the_tree_and_the_judge_scores(llama_server, embedded_
 
 @pytest.mark.model
 def test_an_int8_judge_leaves_the_criteria_to_its_unquantized_weights(embedded_dir):
-    from hdeval.judge import open_decomposer
+    from hdeval.llm.judge import open_decomposer
     from hdeval.llm.precision import resolve_dtype
     from hdeval.params import LLMConfig
 

@@ -14,7 +14,6 @@ import yaml
 from pydantic import ValidationError
 
 from hdeval.data import load_labels
-from hdeval.dhp.acceptance import run_suite
 from hdeval.dhp.benchmark import (
     DHPResult,
     failed_perturbations,
@@ -24,6 +23,7 @@ from hdeval.dhp.benchmark import (
 )
 from hdeval.dhp.catalogue import perturbations_for
 from hdeval.dhp.rules import CharacterDeletion, InstructionInjection, SentenceReorder
+from hdeval.dhp.runner import run_suite
 from hdeval.dhp.statistics import discernment, harmonic_mean_p, level_weighted_average, wilcoxon_p
 from hdeval.dhp.text import detokenize
 from hdeval.dhp.weights import EXPERT_WEIGHTS, resolve_weights

@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 import yaml
 
-from hdeval.criteria import CriteriaTree, aspects_tree
 from hdeval.data import load_labels
 from hdeval.data.convert import (
     DATA_TO_TEXT_RANGES,
@@ -30,8 +29,9 @@ from hdeval.dhp.benchmark import reference_samples
 from hdeval.dhp.catalogue import perturb_all, perturbations_for
 from hdeval.errors import ConfigError, DataValidationError
 from hdeval.params import Params, load_params
-from hdeval.prompts import prompt_segments
 from hdeval.scales import clip_to_ranges
+from hdeval.scoring.prompts import prompt_segments
+from hdeval.tree.criteria import CriteriaTree, aspects_tree
 from tests.code_deps import REPO
 
 SHARED = Path(os.environ.get("HDEVAL_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -237,10 +237,10 @@ def test_rule_perturbations_run_on_the_domains_references(converted, name) -> No
 @pytest.mark.model
 @pytest.mark.parametrize("name", list(PRESETS))
 def test_embedded_judge_scores_each_domain_on_layer_1(embedded_backend, converted, name, tmp_path):
-    from hdeval.cache import ResultCache
-    from hdeval.criterion_scorer import CriterionScorer
-    from hdeval.judge import CachedJudge
-    from hdeval.text_scorers import make_scorers
+    from hdeval.baselines.registry import make_scorers
+    from hdeval.llm.cache import ResultCache
+    from hdeval.llm.judge import CachedJudge
+    from hdeval.scoring.criterion_scorer import CriterionScorer
 
     params = load_params(PRESETS[name])
     data = _preset_labels(name, converted[name])

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from hdeval import embedded
-from hdeval.embedded import EmbeddedModel, WeightChunk
 from hdeval.errors import ConfigError, ModelIntegrityError
+from hdeval.llm import embedded
+from hdeval.llm.embedded import EmbeddedModel, WeightChunk
 from hdeval.params import EMBEDDED_MODELS
 
 

@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hdeval.cache import ResultCache
-from hdeval.criteria import CriteriaTree
 from hdeval.data import load_labels
 from hdeval.data.splitting import load_split
-from hdeval.dhp.acceptance import rule_perturbed_samples
-from hdeval.estimate import calibrate, estimate, render
-from hdeval.hierarchy import run_layer
-from hdeval.judge import CachedJudge
+from hdeval.dhp.runner import rule_perturbed_samples
+from hdeval.llm.cache import ResultCache
+from hdeval.llm.judge import CachedJudge
 from hdeval.params import Params
+from hdeval.pipeline.estimate import calibrate, estimate, render
+from hdeval.training.hierarchy import run_layer
+from hdeval.tree.criteria import CriteriaTree
 from tests.conftest import REPO
 from tests.dvc_project import summeval_rows, write_jsonl
 

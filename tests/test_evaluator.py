@@ -13,17 +13,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hdeval.aggregators import make_aggregator
-from hdeval.bundle import export_bundle
-from hdeval.cache import ResultCache
-from hdeval.columns import feature_columns
-from hdeval.criteria import CriteriaTree, Criterion
-from hdeval.criterion_scorer import CriterionScorer
-from hdeval.evaluator import Evaluator
-from hdeval.judge import CachedJudge
+from hdeval.export.bundle import export_bundle
+from hdeval.export.evaluator import Evaluator
+from hdeval.llm.cache import ResultCache
+from hdeval.llm.judge import CachedJudge
 from hdeval.llm.types import DigitScore
 from hdeval.params import TaskSpec
-from hdeval.scoring_run import Sample
+from hdeval.scoring.columns import feature_columns
+from hdeval.scoring.criterion_scorer import CriterionScorer
+from hdeval.scoring.run import Sample
+from hdeval.training.aggregators import make_aggregator
+from hdeval.tree.criteria import CriteriaTree, Criterion
 
 ASPECTS = ["coherence", "fluency"]
 TREE = CriteriaTree(

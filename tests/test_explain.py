@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hdeval.aggregators import make_aggregator
 from hdeval.errors import ModelIntegrityError
 from hdeval.explain.runtime import (
     BACKGROUND,
@@ -26,9 +25,10 @@ from hdeval.explain.runtime import (
 )
 from hdeval.explain.shap_report import explain_report, shap_explanations
 from hdeval.explain.shapley import interventional_shapley
-from hdeval.onnx_export import export_onnx
-from hdeval.onnx_runtime import OnnxAggregator
+from hdeval.export.onnx_export import export_onnx
+from hdeval.export.onnx_runtime import OnnxAggregator
 from hdeval.paths import sha256_file
+from hdeval.training.aggregators import make_aggregator
 
 REPO = Path(__file__).resolve().parents[1]
 FEATURES = ["prompt:c0", "prompt:c1", "prompt:c2", "lik:c0", "lik:c1", "lik:_text"]
@@ -334,7 +334,7 @@ def test_production_path_needs_neither_sklearn_nor_shap(exported, data, tmp_path
         f"""
         import json, sys
         from hdeval.explain.runtime import contributions, load_background
-        from hdeval.onnx_runtime import OnnxAggregator
+        from hdeval.export.onnx_runtime import OnnxAggregator
         aggregator = OnnxAggregator({str(exported["forest"])!r})
         result = contributions(aggregator, {row!r}, load_background({str(tmp_path)!r}))
         heavy = sorted({{m.split(".")[0] for m in sys.modules}}
@@ -372,13 +372,13 @@ class _StandInJudge:
 
 def test_explain_scores_on_a_bundle(tmp_path) -> None:
     """The ``hdeval score --explain`` path: Evaluator.load, score_samples, explain_scores."""
-    from hdeval.bundle import export_bundle
-    from hdeval.cache import ResultCache
-    from hdeval.columns import feature_columns
-    from hdeval.criteria import CriteriaTree, Criterion
-    from hdeval.evaluator import Evaluator
-    from hdeval.judge import CachedJudge
+    from hdeval.export.bundle import export_bundle
+    from hdeval.export.evaluator import Evaluator
+    from hdeval.llm.cache import ResultCache
+    from hdeval.llm.judge import CachedJudge
     from hdeval.params import TaskSpec
+    from hdeval.scoring.columns import feature_columns
+    from hdeval.tree.criteria import CriteriaTree, Criterion
 
     tree = CriteriaTree(
         [

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from hdeval.baselines.registry import BASELINES, without_likelihood
 from hdeval.errors import ConfigError
-from hdeval.hierarchy import usable_modes
 from hdeval.params import HierarchyParams
-from hdeval.results import left_out_markdown
-from hdeval.text_scorers import BASELINES, without_likelihood
+from hdeval.report.results import left_out_markdown
+from hdeval.training.hierarchy import usable_modes
 
 
 def test_likelihood_mode_and_scorers_are_left_out_with_the_reason() -> None:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from hdeval.criteria import CriteriaTree, Criterion
 from hdeval.params import TaskSpec
-from hdeval.prompts import (
+from hdeval.scoring.prompts import (
     criterion_prompt,
     likelihood_instruction,
     prompt_segments,
     source_segment,
 )
+from hdeval.tree.criteria import CriteriaTree, Criterion
 
 pytestmark = pytest.mark.model
 
@@ -224,8 +224,8 @@ def test_generate_returns_text_and_counts_its_tokens(embedded_backend):
 def test_weights_load_only_when_a_request_misses_the_cache(embedded_dir, summeval_rows, tmp_path):
     """A judge answers from the result cache without loading its weights (a stage re-run on
     scored texts pays no model load); its identity, tokenizer and context need none either."""
-    from hdeval.cache import ResultCache
-    from hdeval.judge import DIGITS, CachedJudge
+    from hdeval.llm.cache import ResultCache
+    from hdeval.llm.judge import DIGITS, CachedJudge
     from hdeval.llm.local import TransformersBackend
 
     row = summeval_rows[0]

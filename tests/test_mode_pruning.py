@@ -10,13 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hdeval.cache import ResultCache
-from hdeval.criteria import CriteriaTree, Criterion
 from hdeval.data import LabelledData
 from hdeval.data.reading import load_labels
-from hdeval.hierarchy import next_layer, proxy_report, run_layer, train_hierarchy
-from hdeval.judge import CachedJudge
+from hdeval.llm.cache import ResultCache
+from hdeval.llm.judge import CachedJudge
 from hdeval.params import HierarchyParams, TaskSpec
+from hdeval.training.hierarchy import next_layer, proxy_report, run_layer, train_hierarchy
+from hdeval.tree.criteria import CriteriaTree, Criterion
 
 REPO = Path(__file__).resolve().parents[1]
 TREE = CriteriaTree([Criterion("coherence", "coherence", "the summary is well organized")])

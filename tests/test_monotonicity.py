@@ -8,14 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hdeval.aggregators import make_aggregator
-from hdeval.criteria import CriteriaTree, Criterion
 from hdeval.data import LabelledData
 from hdeval.errors import ConfigError
-from hdeval.monotonicity import rising_share
 from hdeval.params import AggregatorParams, HierarchyParams, Params
-from hdeval.results import selection_markdown
-from hdeval.training import select_and_fit
+from hdeval.report.results import selection_markdown
+from hdeval.training.aggregators import make_aggregator
+from hdeval.training.fit import select_and_fit
+from hdeval.training.monotonicity import rising_share
+from hdeval.tree.criteria import CriteriaTree, Criterion
 from tests.test_selection import MEANS_ONLY, grouped_samples
 
 TREE = CriteriaTree([Criterion("coh", "coherence", "d"), Criterion("flu", "fluency", "d")])

@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 from onnx import numpy_helper
 
-from hdeval.aggregators import KINDS, make_aggregator
 from hdeval.errors import HDEvalError, ModelIntegrityError
-from hdeval.onnx_export import OnnxAggregator, export_onnx
+from hdeval.export.onnx_export import OnnxAggregator, export_onnx
+from hdeval.training.aggregators import KINDS, make_aggregator
 
 REPO = Path(__file__).resolve().parents[1]
 N_FEATURES, N_OUTPUTS = 12, 3
@@ -214,8 +214,8 @@ def test_runtime_needs_only_numpy_and_onnxruntime(fitted, exported, tmp_path) ->
         for name in ("sklearn", "skl2onnx", "onnx", "pandas", "scipy"):
             sys.modules[name] = None  # any import of these now fails
         import numpy as np
-        import hdeval.onnx_export
-        from hdeval.onnx_runtime import OnnxAggregator
+        import hdeval.export.onnx_export
+        from hdeval.export.onnx_runtime import OnnxAggregator
         X = np.load({str(inputs)!r})
         paths = {json.dumps({k: str(v) for k, v in exported.items()})}
         print(json.dumps({{k: OnnxAggregator(p).predict(X).tolist() for k, p in paths.items()}}))

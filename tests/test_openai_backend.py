@@ -25,7 +25,7 @@ import pytest
 from hdeval.errors import UnsupportedError
 from hdeval.llm import LLMBackend
 from hdeval.llm.openai_compat import OpenAICompatibleBackend
-from hdeval.truncation import ContextOverflow
+from hdeval.llm.truncation import ContextOverflow
 from tests.servers import MODEL_ALIAS
 
 pytestmark = pytest.mark.server
@@ -167,10 +167,10 @@ def test_prompt_longer_than_the_server_context_is_a_recorded_failure(
     the context, not retried; the other text of the run is scored."""
     import pandas as pd
 
-    from hdeval.cache import ResultCache
-    from hdeval.criteria import CriteriaTree, Criterion
-    from hdeval.criterion_scorer import CriterionScorer
-    from hdeval.judge import CachedJudge
+    from hdeval.llm.cache import ResultCache
+    from hdeval.llm.judge import CachedJudge
+    from hdeval.scoring.criterion_scorer import CriterionScorer
+    from hdeval.tree.criteria import CriteriaTree, Criterion
 
     tree = CriteriaTree([Criterion("fluency", "fluency", CRITERIA["fluency"])])
     samples = pd.DataFrame(

@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from hdeval.cache import ResultCache
-from hdeval.criteria import CriteriaTree, Criterion, apply_overrides
 from hdeval.data import load_labels
 from hdeval.errors import ConfigError
-from hdeval.hierarchy import run_layer
-from hdeval.judge import CachedJudge
+from hdeval.llm.cache import ResultCache
+from hdeval.llm.judge import CachedJudge
 from hdeval.params import CriterionOverride, HierarchyParams, TaskSpec, load_params
+from hdeval.training.hierarchy import run_layer
+from hdeval.tree.criteria import CriteriaTree, Criterion, apply_overrides
 from tests.conftest import REPO
 
 TREE = CriteriaTree(

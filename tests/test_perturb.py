@@ -10,8 +10,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hdeval.cache import ResultCache
-from hdeval.criteria import CriteriaTree, Criterion
 from hdeval.data import WRONG_ENDING
 from hdeval.dhp.catalogue import perturb_all, perturbations_for, summary_perturbations
 from hdeval.dhp.llm_perturbation import (
@@ -34,7 +32,9 @@ from hdeval.dhp.rules import (
 )
 from hdeval.dhp.text import DROP_EMPTY, DROP_UNCHANGED, TASKS, detokenize, split_sentences
 from hdeval.errors import ConfigError
-from hdeval.judge import CachedJudge
+from hdeval.llm.cache import ResultCache
+from hdeval.llm.judge import CachedJudge
+from hdeval.tree.criteria import CriteriaTree, Criterion
 
 TEXT = (
     "Andros Townsend was an 83rd minute substitute in Tottenham's draw with Burnley. He was "
@@ -544,7 +544,7 @@ class TreePromptScorer:
     """A TextScorer: the judge's expected 1..5 score per criterion of a 2-aspect tree."""
 
     def __init__(self, judge: CachedJudge) -> None:
-        from hdeval.criterion_scorer import CriterionScorer
+        from hdeval.scoring.criterion_scorer import CriterionScorer
 
         self.name = "prompt-2-aspects"
         self.metrics = [c.id for c in TREE]
@@ -557,8 +557,8 @@ class TreePromptScorer:
 
 @pytest.mark.model
 def test_tiny_dhp_run_on_the_real_model(embedded_backend, summeval_rows, tmp_path):
+    from hdeval.baselines.registry import TextScorer
     from hdeval.dhp.benchmark import run_dhp
-    from hdeval.text_scorers import TextScorer
 
     cache = ResultCache(tmp_path / "cache.sqlite")
     # the 3 shortest references (of the 2 fixture documents) that both perturbations can change

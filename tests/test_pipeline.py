@@ -28,7 +28,7 @@ def _run(args: list[str], cwd: Path, env: dict) -> str:
 def project(tmp_path_factory, embedded_dir):
     """A copy of the pipeline with 4 documents x 4 summaries and one aspect, 3 layers."""
     root = tmp_path_factory.mktemp("project")
-    for name in ("dvc.yaml", "pipelines", "hdeval"):
+    for name in ("dvc.yaml", ".dvcignore", "pipelines", "hdeval"):
         source = REPO / name
         (shutil.copytree if source.is_dir() else shutil.copy)(source, root / name)
     with open(REPO / "data" / "summeval" / "summeval.jsonl", encoding="utf-8") as handle:
@@ -122,7 +122,7 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     assert set(json.loads(_run([dvc, "status", "--json"], root, env).splitlines()[-1])) == {
         "labels"
     }
-    prompts = root / "hdeval" / "prompts.py"
+    prompts = root / "hdeval" / "scoring" / "prompts.py"
     original = prompts.read_text()
     prompts.write_text(original + "\n# an edited template\n")
     try:
@@ -193,6 +193,42 @@ def test_hdeval_score_in_a_new_process_gives_the_evaluate_stages_scores(project,
             assert part["contributions"] and any(part["contributions"].values())
             total = part["base"] + sum(part["contributions"].values())
             assert total == pytest.approx(value, abs=1e-6)
+
+
+def test_hdeval_train_runs_dvc_yamls_stages_without_dvc(project, tmp_path):
+    """``hdeval train`` in a copy of the project without DVC's state runs dvc.yaml's stages in
+    its order and writes what ``dvc repro`` wrote (the same held-out scores, from the cache);
+    with ``--params`` naming a stricter acceptance, the refusal is exit 2 and the bundle stays."""
+    root, env, _, params = project
+    outputs = {".dvc", "dvc.lock", "work", "models", "plots", "metrics.json", "results.md"}
+    copy = tmp_path / "copy"
+
+    def ignore(folder: str, names: list[str]):
+        return outputs & set(names) if folder == str(root) else ()
+
+    shutil.copytree(root, copy, ignore=ignore)
+    env = {**env, "PYTHONPATH": str(copy), "HDEVAL_CACHE": str(tmp_path / "cache.sqlite")}
+    shutil.copy(root / "llm-cache.sqlite", tmp_path / "cache.sqlite")
+    hdeval = str(Path(sys.executable).parent / "hdeval")
+    done = _run([hdeval, "train"], copy, env)
+    stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
+    expected = [n for n in stages if n != "layer"]
+    expected[2:2] = ["layer@1", "layer@2", "layer@3"]
+    assert re.findall(r"Running stage '([^']+)'", done) == expected
+    ours = json.loads((copy / "metrics.json").read_text())["held_out"]["hdeval"]
+    theirs = json.loads((root / "metrics.json").read_text())["held_out"]["hdeval"]
+    assert ours["average"]["dataset"] == pytest.approx(theirs["average"]["dataset"])
+
+    strict = {**params, "acceptance": {**params["acceptance"], "dhp_threshold": 50.0,
+                                       "on_failure": "fail"}}  # fmt: skip
+    (copy / "strict.yaml").write_text(yaml.safe_dump(strict, sort_keys=False))
+    refused = subprocess.run(
+        [hdeval, "train", "--params", "strict.yaml"], cwd=copy, env=env, capture_output=True,
+        text=True, check=False,
+    )  # fmt: skip
+    assert refused.returncode == 2
+    assert "DHP refused hdeval" in refused.stdout + refused.stderr
+    assert (copy / "models/evaluator/card.json").is_file()
 
 
 def _repro_acceptance(root: Path, env: dict, params: dict, gates: dict):

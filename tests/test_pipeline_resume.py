@@ -11,12 +11,12 @@ import subprocess
 import numpy as np
 import pandas as pd
 
-from hdeval.columns import Profile, feature_columns
-from hdeval.criteria import CriteriaTree
-from hdeval.evaluator import Evaluator
-from hdeval.judge import CachedJudge
+from hdeval.export.evaluator import Evaluator
+from hdeval.llm.judge import CachedJudge
 from hdeval.llm.openai_compat import OpenAICompatibleBackend
 from hdeval.params import Params
+from hdeval.scoring.columns import Profile, feature_columns
+from hdeval.tree.criteria import CriteriaTree
 from tests.dvc_project import DVC, jsonl_ids, make_project, run, summeval_rows, write_params
 from tests.processes import kill_when
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from hdeval.criteria import CriteriaTree, Criterion
 from hdeval.params import TaskSpec
-from hdeval.prompts import (
+from hdeval.scoring.prompts import (
     criterion_prompt,
     likelihood_for,
     likelihood_instruction,
     prompt_for,
     prompt_segments,
 )
+from hdeval.tree.criteria import CriteriaTree, Criterion
 
 TASK = TaskSpec()
 TREE = CriteriaTree(

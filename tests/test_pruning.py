@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 from sklearn.linear_model import LinearRegression
 
-import hdeval.pruning as pruning
-from hdeval.columns import criterion_of
+import hdeval.training.pruning as pruning
 from hdeval.errors import ConfigError
-from hdeval.pruning import (
+from hdeval.scoring.columns import criterion_of
+from hdeval.training.pruning import (
     criterion_importances,
     group_folds,
     permutation_importances,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.code_deps import REPO
 from tests.servers import MODEL_ALIAS, free_port, run_llama_server
 from tests.test_bad_inputs import HDEVAL, TREE, make_bundle, refused
 
@@ -129,7 +131,7 @@ def test_server_stopped_mid_run_keeps_the_finished_rows(tmp_path, embedded_gguf)
 # ----------------------------------------------------------------------------- embedded judge
 def embedded_identity(precision: str) -> str:
     """The embedded judge's identity in ``precision``, without loading it."""
-    from hdeval import embedded
+    from hdeval.llm import embedded
     from hdeval.llm.precision import weights_fingerprint
 
     path = embedded.pull()
@@ -227,6 +229,11 @@ def _tiny_labels(root: Path) -> tuple[Path, list[str]]:
 
 
 def _tiny_train(labels: Path, aspects: list[str]) -> dict:
+    """Params of a one-layer run on ``labels``, in a project directory (``hdeval train`` runs
+    dvc.yaml's stages)."""
+    for name in ("dvc.yaml", "pipelines"):
+        source = REPO / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, labels.parent / name)
     TREE.to_yaml(labels.parent / "aspects.yaml")
     data = {"path": str(labels), "criteria": "aspects.yaml", "aspects": aspects, "n_docs": None}
     hierarchy = {"layers": 1, "modes": ["prompt"], "cv_folds": 2}

@@ -9,11 +9,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hdeval.cache import ResultCache
-from hdeval.columns import UNCONDITIONED
-from hdeval.criteria import CriteriaTree, Criterion
-from hdeval.criterion_scorer import CriterionScorer
-from hdeval.judge import CachedJudge
+from hdeval.llm.cache import ResultCache
+from hdeval.llm.judge import CachedJudge
+from hdeval.scoring.columns import UNCONDITIONED
+from hdeval.scoring.criterion_scorer import CriterionScorer
+from hdeval.tree.criteria import CriteriaTree, Criterion
 from tests.processes import kill_when, start_worker
 
 REPO = Path(__file__).resolve().parents[1]
@@ -115,9 +115,9 @@ def backend(embedded_backend):
 
 @pytest.mark.model
 def test_text_longer_than_the_context_is_truncated_counted_and_scored(backend, samples, tmp_path):
+    from hdeval.llm.truncation import ContextOverflow
     from hdeval.params import TaskSpec
-    from hdeval.prompts import prompt_segments
-    from hdeval.truncation import ContextOverflow
+    from hdeval.scoring.prompts import prompt_segments
 
     two = samples.iloc[:2]
     model_context, backend.max_context = backend.max_context, 300
@@ -156,7 +156,7 @@ def test_text_longer_than_the_context_is_truncated_counted_and_scored(backend, s
 @pytest.mark.model
 def test_text_is_cut_once_the_source_is_gone_and_a_too_long_frame_fails(backend, samples, tmp_path):
     from hdeval.params import TaskSpec
-    from hdeval.prompts import criterion_prompt, prompt_segments
+    from hdeval.scoring.prompts import criterion_prompt, prompt_segments
 
     row = samples.iloc[:1]
     suffixes = [criterion_prompt(TaskSpec(), TREE.lineage(c)) for c in TREE]
@@ -192,7 +192,7 @@ def test_length_counts_words_so_typos_do_not_lengthen_a_text(embedded_backend, s
     """``len.words:_text`` is the word count of the text the likelihood read. Typos that the
     real tokenizer splits into more tokens leave it as it was (a length in tokens rose with
     them, so DHP's typo perturbations scored higher on a bundle that reads length)."""
-    from hdeval.columns import TEXT_LENGTH, Profile
+    from hdeval.scoring.columns import TEXT_LENGTH, Profile
 
     row = samples.iloc[:1]
     typos = row.assign(output=[_swap_inner_letters(row.iloc[0]["output"])]).rename(

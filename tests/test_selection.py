@@ -8,19 +8,19 @@ import optuna
 import pandas as pd
 import pytest
 
-from hdeval.aggregators import constraints
-from hdeval.columns import Profile, feature_columns
-from hdeval.criteria import CriteriaTree, Criterion
 from hdeval.data import LabelledData
 from hdeval.errors import ConfigError
 from hdeval.params import AggregatorParams, HierarchyParams, Params
-from hdeval.selection import (
+from hdeval.scoring.columns import Profile, feature_columns
+from hdeval.training.aggregators import constraints
+from hdeval.training.fit import select_and_fit
+from hdeval.training.selection import (
     FeatureSet,
     best_candidate,
     candidate_feature_sets,
     selection_table,
 )
-from hdeval.training import select_and_fit
+from hdeval.tree.criteria import CriteriaTree, Criterion
 
 TREE = CriteriaTree(
     [
@@ -189,7 +189,7 @@ def test_ablations_refit_every_subset_under_its_own_constraints() -> None:
     """A bundle shipped on fewer columns than the final layer has (likelihood only, where the
     layer also scored prompts): its tuned parameters and the weight signs of each ablation
     follow that ablation's own columns, and every ablation predicts every held-out row."""
-    from hdeval.training import ablation_predictions
+    from hdeval.training.fit import ablation_predictions
 
     features, data = _data()
     features["lik.surprise:_text"] = -features["lik:_text"]  # lower is better

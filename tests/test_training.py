@@ -9,15 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
-from hdeval.bundle import split_precision
-from hdeval.cache import ResultCache
-from hdeval.criteria import CriteriaTree, Criterion
-from hdeval.end_to_end import train_evaluator
-from hdeval.errors import AcceptanceError, ModelIntegrityError
-from hdeval.evaluator import Evaluator
-from hdeval.judge import CachedJudge
+from hdeval.errors import ModelIntegrityError
+from hdeval.export.bundle import export_evaluator, split_precision
+from hdeval.export.evaluator import Evaluator
+from hdeval.llm.cache import ResultCache
+from hdeval.llm.judge import CachedJudge
 from hdeval.params import (
     AggregatorParams,
     DataParams,
@@ -25,6 +22,9 @@ from hdeval.params import (
     HierarchyParams,
     Params,
 )
+from hdeval.training.fit import select_and_fit
+from hdeval.training.hierarchy import train_hierarchy
+from hdeval.tree.criteria import CriteriaTree, Criterion
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -48,6 +48,21 @@ def tiny(tmp_path_factory):
     )
     tree.to_yaml(root / "aspects.yaml")
     return root, labels, len(rows)
+
+
+def _train(params: Params, judge: CachedJudge, bundle: Path, work: Path) -> list[dict]:
+    """Algorithm 1, model selection and export, as the layer and train stages run them; returns
+    the layers' reports."""
+    from hdeval.data.splitting import load_split
+    from hdeval.tree.criteria import aspects_tree
+
+    train, _ = load_split(params.data)
+    layers = train_hierarchy(
+        aspects_tree(params.data), train, judge, params.task, params.hierarchy, False
+    )
+    selected = select_and_fit(params, layers[-1].tree, layers[-1].run.features, train, work)
+    export_evaluator(bundle, selected, train, params, judge.identity)
+    return [layer.report.to_dict() for layer in layers]
 
 
 def _config(root, labels, kind: str) -> Params:
@@ -84,13 +99,9 @@ def test_train_every_aggregator_export_and_score_through_onnx(tiny, embedded_bac
     decompositions = []
     for kind in ("linear", "tree", "forest", "mlp"):
         bundle = tmp_path / kind
-        metrics = train_evaluator(
-            _config(root, labels, kind), judge, bundle, tmp_path / "work", False, gates=False
-        )
-        layers = metrics["layers"]
+        layers = _train(_config(root, labels, kind), judge, bundle, tmp_path / "work")
         assert [r["layer"] for r in layers] == [1, 2]
         assert len(layers[1]["criteria"]) >= 2  # layer 2 grew from the LLM's decomposition
-        assert set(metrics["held_out"]) >= {"hdeval", "without_layers_2_3", "averaged_scores"}
         card = json.loads((bundle / "card.json").read_text())
         identity, precision = split_precision(embedded_backend.identity)
         assert (card["llm_identity"], card["llm_precision"]) == (identity, precision)
@@ -119,7 +130,7 @@ def test_bundle_refuses_mismatched_criteria_and_judge(tiny, embedded_backend, tm
     cache = ResultCache(root / "cache.sqlite")
     judge = CachedJudge(embedded_backend, cache)
     bundle = tmp_path / "b"
-    train_evaluator(_config(root, labels, "linear"), judge, bundle, tmp_path, False, gates=False)
+    _train(_config(root, labels, "linear"), judge, bundle, tmp_path)
 
     class OtherBackend:
         identity = "openai-compatible:some-other-model"
@@ -145,7 +156,7 @@ def test_cli_score_writes_jsonl_rows(tiny, embedded_backend, tmp_path, monkeypat
     monkeypatch.setenv("HDEVAL_CACHE", str(root / "cache.sqlite"))
     bundle = tmp_path / "b"
     judge = CachedJudge(embedded_backend, ResultCache(root / "cache.sqlite"))
-    train_evaluator(_config(root, labels, "linear"), judge, bundle, tmp_path, False, gates=False)
+    _train(_config(root, labels, "linear"), judge, bundle, tmp_path)
     inputs = tmp_path / "in.jsonl"
     inputs.write_text("".join(labels.read_text().splitlines(keepends=True)[:2]))
     out = tmp_path / "out.jsonl"
@@ -167,51 +178,19 @@ def test_cli_score_writes_jsonl_rows(tiny, embedded_backend, tmp_path, monkeypat
 
 def test_production_path_imports_no_training_libraries():
     code = (
-        "import sys, hdeval.evaluator, hdeval.explain.runtime, hdeval.cli;"
+        "import sys, hdeval.export.evaluator, hdeval.explain.runtime, hdeval.cli;"
         "bad = [m for m in ('sklearn', 'optuna', 'skl2onnx', 'shap') if m in sys.modules];"
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
 
 
-@pytest.mark.parametrize("module", ["hdeval.evaluator", "hdeval.explain.runtime"])
+@pytest.mark.parametrize("module", ["hdeval.export.evaluator", "hdeval.explain.runtime"])
 def test_production_scoring_imports_no_pandas(module):
     """Scoring with a bundle and explaining its scores need numpy and onnxruntime only."""
     code = f"import sys, {module}; assert 'pandas' not in sys.modules, 'pandas imported'"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 0, done.stderr
-
-
-@pytest.mark.model
-def test_cli_train_runs_baselines_dhp_and_the_gates(tiny, tmp_path, monkeypatch):
-    """``hdeval train`` runs what the pipeline runs after training: baselines, DHP, both gates;
-    a refusal with ``on_failure: fail`` is an error and keeps the bundle and the metrics."""
-    from typer.testing import CliRunner
-
-    from hdeval.cli import app
-
-    root, labels, _ = tiny
-    monkeypatch.setenv("HDEVAL_CACHE", str(root / "cache.sqlite"))
-    config = _config(root, labels, "linear").model_dump(mode="json")
-    config["dhp"].update(n_texts=2, probes=False)
-    params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump(config))
-    args = ["train", "--params", str(params), "--out", str(tmp_path / "b")]
-    result = CliRunner().invoke(app, [*args, "--work", str(tmp_path / "w")])
-    assert result.exit_code == 0, result.output
-    metrics = json.loads((tmp_path / "w" / "metrics.json").read_text())
-    assert set(metrics["acceptance"]) == {"dhp", "baselines"}
-    assert {"direct-prompt", "likelihood", "rouge:rouge1"} <= set(metrics["baselines"])
-    assert metrics["dhp"]["hdeval"]["n_texts"] == 2 and metrics["selection"]["kind"] == "linear"
-    assert "same-judge baseline" in metrics["acceptance"]["baselines"]["message"]
-
-    config["acceptance"].update(dhp_threshold=50.0, on_failure="fail")
-    params.write_text(yaml.safe_dump(config))
-    (tmp_path / "w" / "metrics.json").unlink()
-    refused = CliRunner().invoke(app, [*args, "--work", str(tmp_path / "w")])
-    assert isinstance(refused.exception, AcceptanceError)  # `hdeval` turns it into exit 2
-    assert "DHP refused hdeval" in str(refused.exception)
-    assert (tmp_path / "w" / "metrics.json").is_file() and (tmp_path / "b" / "card.json").is_file()
 
 
 def test_the_public_api_loads_lazily():
@@ -220,8 +199,9 @@ def test_the_public_api_loads_lazily():
     code = (
         "import sys, hdeval; heavy = ('torch', 'sklearn', 'pandas', 'optuna');"
         "assert not [m for m in heavy if m in sys.modules];"
-        "from hdeval import Evaluator, LLMConfig, open_judge; import hdeval.evaluator;"
-        "assert Evaluator is hdeval.evaluator.Evaluator and LLMConfig().backend == 'embedded';"
+        "from hdeval import Evaluator, LLMConfig, open_judge; import hdeval.export.evaluator;"
+        "assert Evaluator is hdeval.export.evaluator.Evaluator;"
+        "assert LLMConfig().backend == 'embedded';"
         "assert callable(open_judge) and not [m for m in heavy if m in sys.modules]"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)

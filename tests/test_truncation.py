@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import pytest
 
+from hdeval.llm.truncation import ContextOverflow, Fitted, fit_to_context
 from hdeval.llm.types import ContextLimited
 from hdeval.params import LLMConfig
-from hdeval.truncation import ContextOverflow, Fitted, fit_to_context
 
 FRAME = 10  # tokens of a prompt besides the source and the text
 

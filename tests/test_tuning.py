@@ -11,9 +11,9 @@ import optuna
 import pandas as pd
 import pytest
 
-from hdeval.aggregators import search_space
 from hdeval.errors import ConfigError
-from hdeval.tuning import completed_trials, cv_score, mean_pearson, open_study, tune
+from hdeval.training.aggregators import search_space
+from hdeval.training.tuning import completed_trials, cv_score, mean_pearson, open_study, tune
 from tests.processes import kill_when, start_worker
 
 

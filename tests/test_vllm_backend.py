@@ -15,14 +15,13 @@ import pandas as pd
 import pytest
 import yaml
 
-from hdeval.cache import ResultCache
-from hdeval.columns import Profile
-from hdeval.criteria import CriteriaTree, Criterion
-from hdeval.criterion_scorer import CriterionScorer
-from hdeval.judge import CachedJudge
+from hdeval.llm.cache import ResultCache
+from hdeval.llm.judge import CachedJudge
 from hdeval.llm.openai_compat import OpenAICompatibleBackend
 from hdeval.params import TaskSpec
-from hdeval.prompts import (
+from hdeval.scoring.columns import Profile
+from hdeval.scoring.criterion_scorer import CriterionScorer
+from hdeval.scoring.prompts import (
     criterion_prompt,
     likelihood_instruction,
     prompt_segments,
@@ -30,6 +29,7 @@ from hdeval.prompts import (
     source_free_segment,
     source_segment,
 )
+from hdeval.tree.criteria import CriteriaTree, Criterion
 from tests.servers import MODEL_ALIAS, run_vllm_server
 
 pytestmark = pytest.mark.server

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from hdeval.tuning import tune
+from hdeval.training.tuning import tune
 from tests.test_tuning import synthetic
 
 

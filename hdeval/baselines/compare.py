@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 
 from hdeval.baselines.llm import AVERAGE
+from hdeval.baselines.registry import TextScorer
 from hdeval.metrics import CORRELATIONS, agreement
-from hdeval.text_scorers import TextScorer
 
 LEVELS: tuple[str, ...] = ("dataset", "summary", "system")
 COMPARE_COLUMNS = ["scorer", "aspect", "level", "correlation", "value", "ci_low", "ci_high", "n"]

@@ -8,14 +8,14 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from hdeval.columns import PMI_MEAN, SOURCE_FREE, UNCONDITIONED, Profile
-from hdeval.columns import column as feature_column
-from hdeval.criteria import CriteriaTree, Criterion
-from hdeval.criterion_scorer import CriterionScorer, Request
 from hdeval.errors import ConfigError
-from hdeval.judge import DIGITS, CachedJudge
+from hdeval.llm.judge import DIGITS, CachedJudge
 from hdeval.params import TaskSpec
-from hdeval.scoring_run import ScoringRun
+from hdeval.scoring.columns import PMI_MEAN, SOURCE_FREE, UNCONDITIONED, Profile
+from hdeval.scoring.columns import column as feature_column
+from hdeval.scoring.criterion_scorer import CriterionScorer, Request
+from hdeval.scoring.run import ScoringRun
+from hdeval.tree.criteria import CriteriaTree, Criterion
 
 #: Part of the cache key of every overall-quality prompt; bump it when the template changes.
 OVERALL_TEMPLATE_VERSION = "hdeval-overall-1"
@@ -107,7 +107,7 @@ class DirectPromptScorer(_LLMBaseline):
     """One 1-5 prompt per layer-1 aspect (expected score from digit probabilities) + average.
 
     ``with_overall`` also asks the overall prompt in the same pass over each text (what
-    :func:`~hdeval.text_scorers.make_scorers` does when both baselines are named), so an
+    :func:`~hdeval.baselines.registry.make_scorers` does when both baselines are named), so an
     :class:`OverallPromptScorer` then finds its scores in the cache.
     """
 

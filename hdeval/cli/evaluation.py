@@ -39,12 +39,12 @@ AspectsOption = Annotated[
 def _text_scorers(names, model, criteria, aspects, params, data, max_chars):
     """The named TextScorers on one cached judge, the labels they are judged on, the judge and
     the params. The bundle, the criteria and the labels are checked before the judge loads."""
-    from hdeval.criteria import CriteriaTree
+    from hdeval.baselines.registry import HDEVAL, make_scorers
     from hdeval.data import load_labels
-    from hdeval.evaluator import Evaluator, open_bundle
-    from hdeval.judge import open_judge
+    from hdeval.export.evaluator import Evaluator, open_bundle
+    from hdeval.llm.judge import open_judge
     from hdeval.params import TaskSpec
-    from hdeval.text_scorers import HDEVAL, make_scorers
+    from hdeval.tree.criteria import CriteriaTree
 
     config = _params(params)
     tree = CriteriaTree.from_yaml(criteria)
@@ -86,7 +86,7 @@ def compare_command(
 ) -> None:
     """Agreement with human scores of HD-Eval and the baselines, on the same rows and judge."""
     from hdeval.baselines import compare, render_markdown, render_rich
-    from hdeval.score_output import check_out_path
+    from hdeval.cli.score_output import check_out_path
 
     for path, option in ((markdown, "--markdown"), (csv, "--csv")):
         if path is not None:
@@ -98,7 +98,7 @@ def compare_command(
     Console().print(render_rich(table, levels=("dataset", "summary", "system")))
     text = render_markdown(table)
     if dhp:
-        from hdeval.dhp.acceptance import dhp_markdown, dhp_samples, run_suite, summary
+        from hdeval.dhp.runner import dhp_markdown, dhp_samples, run_suite, summary
         from hdeval.params import DHPParams
 
         settings = DHPParams(n_texts=dhp_texts)
@@ -144,10 +144,12 @@ def dhp_command(
     max_field_chars: MaxCharsOption = None,
 ) -> None:
     """DHP discernment of any scorer: perturb references, test, write a table + bar chart each."""
-    from hdeval.dhp.acceptance import AcceptanceError, dhp_samples, gate, run_suite, summary
+    from hdeval.acceptance import dhp_verdict, enforce
+    from hdeval.cli.score_output import check_out_path
+    from hdeval.dhp.runner import dhp_samples, run_suite, summary
     from hdeval.dhp.text import TASKS
+    from hdeval.errors import AcceptanceError
     from hdeval.params import AcceptanceParams, DHPParams
-    from hdeval.score_output import check_out_path
 
     if task not in TASKS:
         raise typer.BadParameter(f"{task!r} is not one of {', '.join(TASKS)}", param_hint="--task")
@@ -169,7 +171,9 @@ def dhp_command(
     (out / "summary.json").write_text(json.dumps(figures, indent=2) + "\n")
     _print_dhp(figures)
     try:
-        console.print(gate(results[scorers[0].name], gates))
+        first = results[scorers[0].name]
+        verdict = dhp_verdict(first.scorer, first.D_min_ew, first.table, gates)
+        console.print(enforce([verdict], gates.on_failure)[0])
     except AcceptanceError as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from exc

@@ -66,12 +66,12 @@ def score(
     """
     from tqdm.auto import tqdm
 
+    from hdeval.cli.score_output import ScoreWriter, check_out_path
     from hdeval.data import load_texts
     from hdeval.errors import JudgeUnavailableError
-    from hdeval.evaluator import Evaluator, open_bundle
-    from hdeval.judge import open_judge
-    from hdeval.score_output import ScoreWriter, check_out_path
-    from hdeval.scoring_run import samples_of
+    from hdeval.export.evaluator import Evaluator, open_bundle
+    from hdeval.llm.judge import open_judge
+    from hdeval.scoring.run import samples_of
 
     # Everything a user can get wrong is checked before the judge loads or is called.
     config = _params(params)

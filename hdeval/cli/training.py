@@ -1,9 +1,8 @@
-"""``hdeval features``, ``hdeval train`` and ``hdeval estimate``: scoring criteria, training an
-evaluator without DVC, and what a run will cost."""
+"""``hdeval features``, ``hdeval train`` and ``hdeval estimate``: scoring criteria, running the
+pipeline without DVC, and what a run will cost."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -17,7 +16,6 @@ from hdeval.cli.app import (
     app,
     console,
 )
-from hdeval.errors import ConfigError
 
 
 @app.command("features")
@@ -35,12 +33,12 @@ def features(
     max_field_chars: MaxCharsOption = None,
 ) -> None:
     """Score every sample of DATA on every criterion of the tree with the configured judge."""
-    from hdeval.columns import Profile
-    from hdeval.criteria import CriteriaTree
-    from hdeval.criterion_scorer import CriterionScorer
+    from hdeval.cli.score_output import check_out_path
     from hdeval.data import load_labels, subsample_documents
-    from hdeval.judge import open_judge
-    from hdeval.score_output import check_out_path
+    from hdeval.llm.judge import open_judge
+    from hdeval.scoring.columns import Profile
+    from hdeval.scoring.criterion_scorer import CriterionScorer
+    from hdeval.tree.criteria import CriteriaTree
 
     if mode not in ("prompt", "likelihood", "both"):
         raise typer.BadParameter(f"{mode!r} is not prompt, likelihood or both", param_hint="--mode")
@@ -65,46 +63,27 @@ def features(
 @app.command("train")
 def train(
     params: ParamsOption = None,
-    out: Annotated[Path, typer.Option(help="Bundle directory to write.")] = Path(
-        "models/evaluator"
-    ),
-    work: Annotated[Path, typer.Option(help="Directory for tuning state.")] = Path("work"),
-    metrics_out: Annotated[
-        Path | None, typer.Option("--metrics", help="Write metrics JSON.")
-    ] = None,
     gates: Annotated[
         bool,
         typer.Option(
             "--gates/--no-gates",
-            help="Run the baselines, DHP and the acceptance gates (as the pipeline does).",
+            help="Run the baselines, DHP, the acceptance gates and the report after evaluate.",
         ),
     ] = True,
 ) -> None:
-    """Train an evaluator end to end without DVC: Algorithm 1, model selection and tuning,
-    export, held-out check, baselines, DHP and the acceptance gates (metrics also in WORK)."""
-    from hdeval.criteria import aspects_tree
+    """Run the pipeline of dvc.yaml in this project directory without DVC: every stage in
+    dvc.yaml's order, writing what `dvc repro` writes (work/, models/evaluator, metrics.json,
+    results.md, plots/). Answers already in the cache cost no LLM call."""
     from hdeval.data.splitting import load_split
-    from hdeval.end_to_end import train_evaluator
-    from hdeval.judge import open_judge
-    from hdeval.score_output import check_out_path
+    from hdeval.pipeline.stages import run_stages
+    from hdeval.tree.criteria import aspects_tree
 
     config = _params(params)
-    params_file = _params_file(params)
     # Everything a user can get wrong is checked before the judge loads or is called.
-    load_split(config.data, str(params_file or "the default params"))
+    load_split(config.data, str(_params_file(params) or "the default params"))
     aspects_tree(config.data)
-    if metrics_out:
-        check_out_path(metrics_out, [params_file, config.data.path, *config.data.new_labels])
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} is a file; a bundle is a directory")
-    metrics = train_evaluator(config, open_judge(config.llm), out, work, gates=gates)
-    text = json.dumps(metrics, indent=2, default=str)
-    if metrics_out:
-        metrics_out.write_text(text)
-    console.print(f"bundle written to {out}")
-    for message in metrics.get("acceptance_messages", []):
-        console.print(message)
-    typer.echo(json.dumps(metrics["held_out"]["hdeval"]["average"], indent=2))
+    until = None if gates else "explain"
+    run_stages(Path.cwd(), params, until, config.hierarchy.layers, announce=console.print)
 
 
 @app.command("estimate")
@@ -118,8 +97,8 @@ def estimate_command(
     ] = True,
 ) -> None:
     """LLM calls, prompt tokens and expected time per pipeline stage, after the cache."""
-    from hdeval import estimate
-    from hdeval.judge import open_judge
+    from hdeval.llm.judge import open_judge
+    from hdeval.pipeline import estimate
 
     config = _params(params)
     judge = open_judge(config.llm)

@@ -5,5 +5,5 @@
 - :mod:`~hdeval.dhp.statistics` and :mod:`~hdeval.dhp.weights`: Wilcoxon, harmonic mean p,
   discernment, expert weights;
 - :mod:`~hdeval.dhp.benchmark`: one scorer through the benchmark;
-- :mod:`~hdeval.dhp.acceptance`: several scorers, tables and charts, and the acceptance gate.
+- :mod:`~hdeval.dhp.runner`: several scorers, tables and charts, and the acceptance gate.
 """

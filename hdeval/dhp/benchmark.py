@@ -1,4 +1,5 @@
-"""DHP discernment of any :class:`~hdeval.text_scorers.TextScorer` (Wang et al., DHP benchmark).
+"""DHP discernment of any :class:`~hdeval.baselines.registry.TextScorer` (Wang et al., DHP
+benchmark).
 
 Good texts are degraded by the perturbations of :mod:`hdeval.dhp.catalogue`; the scorer scores
 originals and perturbed copies, and for each perturbation and metric a one-sided Wilcoxon
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hdeval.baselines.registry import TextScorer
 from hdeval.data import OPTIONAL_COLUMNS, LabelledData
 from hdeval.dhp.catalogue import perturb_all
 from hdeval.dhp.rules import Perturbation
@@ -32,8 +34,7 @@ from hdeval.dhp.statistics import (
 from hdeval.dhp.text import detokenize
 from hdeval.dhp.weights import resolve_weights
 from hdeval.errors import ConfigError, HDEvalError
-from hdeval.judge import CachedJudge
-from hdeval.text_scorers import TextScorer
+from hdeval.llm.judge import CachedJudge
 
 ORIGINAL = "original"
 _ID_SEP = "/"

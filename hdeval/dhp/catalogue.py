@@ -21,7 +21,7 @@ from hdeval.dhp.rules import (
 )
 from hdeval.dhp.text import LEVELS, TASKS, TEXT_NOUNS, Severity
 from hdeval.errors import ConfigError
-from hdeval.judge import CachedJudge
+from hdeval.llm.judge import CachedJudge
 
 # --------------------------------------------------------------------------- sets
 

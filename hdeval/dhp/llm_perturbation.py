@@ -7,8 +7,8 @@ import re
 from hdeval.dhp.rules import Perturbation, _check_severity
 from hdeval.dhp.text import Level, Perturbed, Severity, checked, split_sentences
 from hdeval.errors import ConfigError, HDEvalError
-from hdeval.judge import CachedJudge
-from hdeval.truncation import ContextOverflow
+from hdeval.llm.judge import CachedJudge
+from hdeval.llm.truncation import ContextOverflow
 
 PERTURB_TEMPLATE_VERSION = "hdeval-perturb-1"
 CACHE_KIND = "perturb"

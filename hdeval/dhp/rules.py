@@ -24,7 +24,7 @@ from hdeval.dhp.text import (
     text_seed,
 )
 from hdeval.errors import ConfigError
-from hdeval.judge import CachedJudge
+from hdeval.llm.judge import CachedJudge
 
 # --------------------------------------------------------------------------- base class
 

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hdeval.columns import group_of
 from hdeval.errors import HDEvalError, ModelIntegrityError
 from hdeval.explain.shapley import (
     MAX_EXACT_FEATURES,
@@ -20,6 +19,7 @@ from hdeval.explain.shapley import (
     Predict,
     interventional_shapley,
 )
+from hdeval.scoring.columns import group_of
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -99,7 +99,8 @@ class Contributions:
 
     def by_criterion(self) -> Contributions:
         """Contributions summed per criterion (``prompt:x``, ``lik:x`` and ``lik.p10:x`` become
-        ``x``) and per signal of the text, named in words (:func:`~hdeval.columns.group_of`)."""
+        ``x``) and per signal of the text, named in words
+        (:func:`~hdeval.scoring.columns.group_of`)."""
         import pandas as pd
 
         groups = pd.Index([group_of(str(c)) for c in self.values.index], name="criterion")
@@ -141,12 +142,9 @@ class Contributions:
 
 
 def _as_predict(model: Any) -> tuple[Predict, list[str] | None, list[str] | None]:
-    """A prediction function for an ONNX file/aggregator, a fitted estimator or a callable."""
-    from hdeval.onnx_runtime import OnnxAggregator
-
-    if isinstance(model, str | Path):
-        model = OnnxAggregator(model)
-    if isinstance(model, OnnxAggregator):
+    """A prediction function for an ONNX aggregator (anything with ``predict``,
+    ``feature_names`` and ``output_names``), a fitted estimator or a callable."""
+    if hasattr(model, "predict") and hasattr(model, "output_names"):
         return model.predict, model.feature_names, model.output_names
     if hasattr(model, "predict"):
         names = getattr(model, "feature_names_in_", None)
@@ -190,8 +188,8 @@ def contributions(
 ) -> Contributions:
     """Each feature's contribution to each output for one row: ``base + sum == prediction``.
 
-    ``model`` is an :class:`~hdeval.onnx_runtime.OnnxAggregator`, a path to an exported ONNX
-    file, a fitted scikit-learn pipeline or a prediction callable. ``background`` holds training
+    ``model`` is an :class:`~hdeval.export.onnx_runtime.OnnxAggregator`, a fitted scikit-learn
+    pipeline or a prediction callable. ``background`` holds training
     feature rows (see :func:`make_background`); None means one all-NaN row, i.e. the pipeline's
     median imputation (only for models that impute NaN). Names default to those recorded in
     the ONNX file (or ``x0..``, ``y0..``).
@@ -247,7 +245,7 @@ def explain_features(
 def explain_scores(
     evaluator: Any, criteria: pd.DataFrame, *, by_criterion: bool = False, **options: Any
 ) -> dict[Any, dict[str, Any] | None]:
-    """JSON-ready explanations of a loaded :class:`~hdeval.evaluator.Evaluator`'s scores, of
+    """JSON-ready explanations of a loaded :class:`~hdeval.export.evaluator.Evaluator`'s scores, of
     the scores as it reports them (clipped to each aspect's range: :meth:`Contributions.clipped`).
 
     ``criteria`` is the criterion-score table of ``evaluator.score_samples(...)``. The bundle's

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hdeval.columns import describe
 from hdeval.explain.runtime import make_background
+from hdeval.scoring.columns import describe
 
 
 # ====================================================================== SHAP (analysis side)
@@ -218,7 +218,8 @@ def explain_report(
     per feature column and aspect, with what each column measures.
 
     The importances are ``importances`` if given, otherwise held-out permutation importances of
-    a clone of ``pipeline`` from :func:`hdeval.pruning.permutation_importances` (needs ``Y`` and
+    a clone of ``pipeline`` from :func:`hdeval.training.pruning.permutation_importances` (needs
+    ``Y`` and
     ``groups``, the documents); with neither, no importance plot is drawn.
     """
     named = [f"{describe(str(c))} ({c})" for c in X.columns]  # the charts say what it is
@@ -238,7 +239,7 @@ def explain_report(
         mean_abs.to_csv(table)
         written["mean_abs_shap"] = Path(table)
     if importances is None and Y is not None and groups is not None:
-        from hdeval.pruning import permutation_importances
+        from hdeval.training.pruning import permutation_importances
 
         importances = permutation_importances(pipeline, X, Y, groups, seed=seed)
     if importances is not None:

@@ -26,7 +26,7 @@ def make_backend(config: LLMConfig) -> LLMBackend:
     from hdeval.llm.local import TransformersBackend
 
     if config.backend == "embedded":
-        from hdeval import embedded
+        from hdeval.llm import embedded
 
         path = embedded.pull(embedded.embedded_model(config.model))
     else:

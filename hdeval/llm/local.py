@@ -1,30 +1,20 @@
 """Local transformers backend with shared-prefix KV caching and batched item passes.
 
 A request is ``chat_head + segment_1 + ... + segment_n + suffix + chat_tail``. The KV cache of
-every prefix level (``head + segment_1``, ``head + segment_1 + segment_2`` ...) is kept in a
-small LRU, so the source document is encoded once for all texts of that document and the
-text once for all its criteria. The suffixes then run as the rows of batched passes over the
-shared cache (see :meth:`~hdeval.llm.kv_passes.SharedPrefixPasses._rows`: no row sees another, so
-an item's answer does not depend on what else is asked), and the vocabulary projection is
-applied only to the positions whose logits are needed.
-
-A likelihood request reads the text after an instruction (``segments + instruction + tail +
-text``), so the text cannot be shared; the instruction can. The KV of each instruction over a
-document is computed once and kept (:class:`~hdeval.llm.kv_passes.KeptInstruction`), and every
-text of that document is read over the document and the instruction it follows: per text only
-its own tokens are computed.
-:meth:`TransformersBackend.token_logprobs` returns every token's log-probability, not only the sum.
+every prefix level is kept in a small LRU, so the source is encoded once for all texts of a
+document and the text once for all its criteria. The suffixes run as the rows of batched passes
+over the shared cache (:mod:`hdeval.llm.kv_passes`: no row sees another, so an item's answer does
+not depend on what else is asked); only the needed positions get the vocabulary projection.
+A likelihood request reads the text after an instruction; the KV of each instruction over a
+document is computed once and kept, so per text only its own tokens are computed, and
+:meth:`TransformersBackend.token_logprobs` returns every token's log-probability.
 
 Segments are tokenised separately and concatenated, so a boundary must not split a token: every
 prompt template ends its segments with a newline and starts the next with a non-space character.
-
-The context length is the model's ``max_position_embeddings``, or ``max_context`` if smaller; the
-scorer fits prompts to it (:mod:`hdeval.truncation`), and a longer prompt is refused with
-:class:`~hdeval.truncation.ContextOverflow` before it reaches the model.
-
-Only the tokenizer and the model's config are read when the backend is made; the weights load
-on the first forward pass (:attr:`TransformersBackend.model`), so a judge whose every request
-the result cache answers never loads them.
+The context length is ``max_position_embeddings``, or ``max_context`` if smaller; the scorer
+fits prompts to it (:mod:`hdeval.llm.truncation`) and a longer prompt is refused before it reaches
+the model. The weights load on the first forward pass, so a judge whose every request the result
+cache answers never loads them.
 """
 
 from __future__ import annotations
@@ -50,8 +40,8 @@ from hdeval.llm.precision import (
     weights_fingerprint,
 )
 from hdeval.llm.row_attention import ROW_ATTENTION
+from hdeval.llm.truncation import ContextOverflow
 from hdeval.llm.types import SCORE_DIGITS, DigitScore, LogLikelihood, TokenCounts
-from hdeval.truncation import ContextOverflow
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +173,7 @@ class TransformersBackend(SharedPrefixPasses):
         if self.max_context and n_tokens > self.max_context:
             raise ContextOverflow(
                 f"a prompt of {n_tokens} tokens exceeds the judge's context of {self.max_context} "
-                "tokens; hdeval.truncation.fit_to_context cuts prompts to fit"
+                "tokens; hdeval.llm.truncation.fit_to_context cuts prompts to fit"
             )
 
     def render(self, segments: Sequence[str], suffix: str) -> str:

@@ -36,9 +36,9 @@ from hdeval.llm.breaker import CircuitBreaker
 from hdeval.llm.digits import DEFAULT_MIN_MASS, digit_score
 from hdeval.llm.server_errors import describe_failure, is_context_error, is_outage
 from hdeval.llm.server_likelihood import EchoLikelihood
+from hdeval.llm.truncation import ContextOverflow
 from hdeval.llm.types import DigitScore, TokenCounts
 from hdeval.llm.urls import mask_secrets, scrub_url, url_secrets
-from hdeval.truncation import ContextOverflow
 
 log = logging.getLogger(__name__)
 

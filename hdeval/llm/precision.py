@@ -10,8 +10,8 @@ from pathlib import Path
 
 import torch
 
-from hdeval.embedded import MANIFEST
 from hdeval.errors import ConfigError
+from hdeval.llm.embedded import MANIFEST
 from hdeval.paths import sha256_file
 
 

@@ -54,7 +54,7 @@ class LogLikelihood:
     ``failure`` is set, why the judge gave none (never a number then).
 
     The per-token values are kept, not only their sum: the likelihood features are statistics
-    of them (:mod:`hdeval.likelihood_stats`), so a new statistic costs no LLM call.
+    of them (:mod:`hdeval.scoring.likelihood_stats`), so a new statistic costs no LLM call.
     """
 
     tokens: tuple[float, ...] = ()
@@ -142,7 +142,7 @@ class LLMBackend(Protocol):
 @runtime_checkable
 class ContextLimited(Protocol):
     """A backend that knows its context length and tokenizer, so prompts can be fitted to it
-    (see :mod:`hdeval.truncation`). ``max_context`` None means no known limit."""
+    (see :mod:`hdeval.llm.truncation`). ``max_context`` None means no known limit."""
 
     max_context: int | None
 

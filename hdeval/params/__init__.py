@@ -20,8 +20,8 @@ from hdeval.params.base import (
     Section,
     load_yaml_model,
 )
-from hdeval.params.checks import GATE_BASELINES, AcceptanceParams, DHPParams, EvaluateParams
 from hdeval.params.data import DataParams, TaskSpec
+from hdeval.params.evaluation import GATE_BASELINES, AcceptanceParams, DHPParams, EvaluateParams
 from hdeval.params.judge import EMBEDDED_MODELS, LLMConfig
 from hdeval.params.training import AggregatorParams, CriterionOverride, HierarchyParams
 

@@ -54,7 +54,8 @@ class HierarchyParams(Section):
         default_factory=lambda: ["mean", "min", "p10", "p25", "surprise"], min_length=1
     )
     """Statistics of the token log-probabilities every likelihood column holds: mean, min,
-    10th and 25th percentile, share of surprising tokens (:mod:`hdeval.likelihood_stats`)."""
+    10th and 25th percentile, share of surprising tokens
+    (:mod:`hdeval.scoring.likelihood_stats`)."""
     source_free: bool = True
     """Also the text's likelihood without the source (``lik:_free``: the judge's prior,
     fluency) and its difference from the likelihood given the source (``pmi:_text``,
@@ -122,7 +123,7 @@ class AggregatorParams(Section):
     false fits signed weights."""
     max_rising_share: float | None = Field(0.0, ge=0.0, le=1.0)
     """With ``nonnegative``: the share of training texts another kind may score higher when
-    every column is made worse by 0.5-4 standard deviations (:mod:`hdeval.monotonicity`);
+    every column is made worse by 0.5-4 standard deviations (:mod:`hdeval.training.monotonicity`);
     above it a candidate is not shipped. null checks nothing (the CV table shows the share)."""
 
     @property

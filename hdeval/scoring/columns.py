@@ -5,7 +5,7 @@ A column is ``<signal>[.<statistic>]:<target>``:
 - ``prompt:<criterion id>``: the expected 1..5 score of the hierarchy-aware prompt;
 - ``lik:<criterion id>``: the judge's token log-probabilities of the text given the source and
   an instruction naming the criterion, summarised by a statistic (``lik:`` is their mean,
-  ``lik.p10:`` their 10th percentile...; :mod:`hdeval.likelihood_stats`);
+  ``lik.p10:`` their 10th percentile...; :mod:`hdeval.scoring.likelihood_stats`);
 - the text's own signals, whose target starts with ``_``: ``lik:_text`` (:data:`UNCONDITIONED`,
   given the source, no criterion named), ``lik:_free`` (:data:`SOURCE_FREE`, without the source:
   the judge's prior, fluency), ``pmi:_text`` and ``pmi.sum:_text`` (the first minus the second,
@@ -24,8 +24,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from hdeval.errors import HDEvalError
-from hdeval.likelihood_stats import STATISTICS
 from hdeval.params import HierarchyParams, Mode
+from hdeval.scoring.likelihood_stats import STATISTICS
 
 PROMPT = "prompt"
 LIKELIHOOD = "lik"

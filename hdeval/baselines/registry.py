@@ -17,10 +17,10 @@ from hdeval.errors import ConfigError
 if TYPE_CHECKING:
     import pandas as pd
 
-    from hdeval.criteria import CriteriaTree
-    from hdeval.evaluator import Evaluator
-    from hdeval.judge import CachedJudge
+    from hdeval.export.evaluator import Evaluator
+    from hdeval.llm.judge import CachedJudge
     from hdeval.params import TaskSpec
+    from hdeval.tree.criteria import CriteriaTree
 
 HDEVAL = "hdeval"
 BASELINES = ("direct-prompt", "overall-prompt", "likelihood", "rouge")
@@ -74,20 +74,19 @@ def make_scorers(
     When both prompt baselines are named, each asks both kinds of prompt in one pass over a
     text: the first computes them, the second reads them from the cache.
     """
-    from hdeval import baselines
+    from hdeval.baselines.llm import DirectPromptScorer, LikelihoodScorer, OverallPromptScorer
+    from hdeval.baselines.rouge import RougeScorer
 
     both = {"direct-prompt", "overall-prompt"} <= set(names)
     makers = {
-        "direct-prompt": lambda: baselines.DirectPromptScorer(
+        "direct-prompt": lambda: DirectPromptScorer(
             judge, task, aspects_tree, aspects=aspects, with_overall=both
         ),
-        "overall-prompt": lambda: baselines.OverallPromptScorer(
+        "overall-prompt": lambda: OverallPromptScorer(
             judge, task, aspects_tree, aspects=aspects, with_direct=both
         ),
-        "likelihood": lambda: baselines.LikelihoodScorer(
-            judge, task, aspects_tree, aspects=aspects
-        ),
-        "rouge": baselines.RougeScorer,
+        "likelihood": lambda: LikelihoodScorer(judge, task, aspects_tree, aspects=aspects),
+        "rouge": RougeScorer,
     }
     scorers: list[TextScorer] = []
     for name in names:

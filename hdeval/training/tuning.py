@@ -20,9 +20,9 @@ import optuna
 import pandas as pd
 from sklearn.model_selection import cross_val_predict
 
-from hdeval.aggregators import make_aggregator, search_space
 from hdeval.errors import ConfigError
-from hdeval.pruning import group_folds
+from hdeval.training.aggregators import make_aggregator, search_space
+from hdeval.training.pruning import group_folds
 
 
 @contextlib.contextmanager
@@ -138,7 +138,8 @@ def tune(
 ) -> dict[str, Any]:
     """Search ``kind``'s hyper-parameters; returns the best ones as ``make_aggregator`` kwargs.
 
-    ``fixed`` parameters (:func:`~hdeval.aggregators.constraints`) are not searched; a study
+    ``fixed`` parameters (:func:`~hdeval.training.aggregators.constraints`) are not searched; a
+    study
     holds one search space, so give each ``fixed`` its own ``study_name``.
 
     Runs as many trials as the study lacks to hold ``n_trials`` completed ones (none if it already

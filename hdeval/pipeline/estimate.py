@@ -20,19 +20,19 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from hdeval.columns import Profile
-from hdeval.criteria import CriteriaTree, Criterion, apply_overrides, aspects_tree, pinned
-from hdeval.criterion_scorer import CriterionScorer
 from hdeval.data import load_labels
 from hdeval.data.splitting import load_split
-from hdeval.decompose import CACHE_KIND, decompose
-from hdeval.decompose_prompt import decomposition_prompt
 from hdeval.errors import JudgeUnavailableError
-from hdeval.hierarchy import criteria_to_expand, usable_modes
-from hdeval.judge import CachedJudge
+from hdeval.llm.judge import CachedJudge
 from hdeval.llm.types import ContextLimited, LogLikelihood
 from hdeval.params import Params
-from hdeval.prompts import TEMPLATE_VERSION
+from hdeval.scoring.columns import Profile
+from hdeval.scoring.criterion_scorer import CriterionScorer
+from hdeval.scoring.prompts import TEMPLATE_VERSION
+from hdeval.training.hierarchy import criteria_to_expand, usable_modes
+from hdeval.tree.criteria import CriteriaTree, Criterion, apply_overrides, aspects_tree, pinned
+from hdeval.tree.decompose import CACHE_KIND, decompose
+from hdeval.tree.decomposition_prompt import decomposition_prompt
 
 CHARS_PER_TOKEN = 4  # for a server, whose tokenizer hdeval cannot run
 KINDS = ("digits", "loglik", "generate")
@@ -220,8 +220,8 @@ def calibrate(judge: CachedJudge, params: Params) -> dict:
 
 def estimate(params: Params, judge: CachedJudge) -> list[StageCost]:
     """The LLM work of every pipeline stage still to do after the cache."""
-    from hdeval.dhp.acceptance import rule_perturbed_samples
-    from hdeval.text_scorers import BASELINES, make_scorers, without_likelihood
+    from hdeval.baselines.registry import BASELINES, make_scorers, without_likelihood
+    from hdeval.dhp.runner import rule_perturbed_samples
 
     problem = judge.likelihood_problem()
     hierarchy, _ = usable_modes(params.hierarchy, problem)

@@ -16,23 +16,28 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hdeval.atomic_dir import staged_dir
-from hdeval.columns import Profile, describe, orientation
-from hdeval.criteria import CriteriaTree
 from hdeval.errors import ModelIntegrityError
 from hdeval.params import Mode, TaskSpec
 from hdeval.paths import sha256_file
-from hdeval.prompts import TEMPLATE_VERSION
+from hdeval.scoring.columns import Profile, describe, orientation
+from hdeval.scoring.prompts import TEMPLATE_VERSION
+from hdeval.tree.criteria import CriteriaTree
+
+if TYPE_CHECKING:
+    from hdeval.data import LabelledData
+    from hdeval.params import Params
+    from hdeval.training.fit import Selected
 
 AGGREGATOR = "aggregator.onnx"
 CRITERIA = "criteria.yaml"
 CARD = "card.json"
 CARD_VERSION = 3
-#: How a card names a column's orientation (:func:`hdeval.columns.orientation`).
+#: How a card names a column's orientation (:func:`hdeval.scoring.columns.orientation`).
 ORIENTATIONS = {1: "higher is better", -1: "lower is better", 0: "not a quality judgement"}
 
 
@@ -123,7 +128,7 @@ def export_bundle(
     not a quality judgement, such as length, is exempt from the non-negative weights and the
     "rises when worse" check, and says so).
     """
-    from hdeval.onnx_export import export_onnx
+    from hdeval.export.onnx_export import export_onnx
 
     path = Path(path)
     with staged_dir(path) as tmp:
@@ -203,3 +208,34 @@ def read_card(path: str | Path) -> dict:
         )
         raise ModelIntegrityError(f"{card_path} is not a valid bundle card: {problems}") from exc
     return card
+
+
+def export_evaluator(
+    out_dir: Path,
+    selected: Selected,
+    train: LabelledData,
+    params: Params,
+    llm_identity: str,
+) -> Path:
+    """Write the bundle of the selected aggregator: its feature set's criteria and modes, a
+    parity sample, the SHAP background, and the selection (with the CV table) in the card."""
+    from hdeval.explain.runtime import make_background
+
+    features = selected.features
+    return export_bundle(
+        out_dir,
+        selected.model,
+        selected.tree,
+        list(features.columns),
+        train.aspects,
+        llm_identity=llm_identity,
+        task=params.task,
+        modes=list(selected.feature_set.modes),
+        unconditioned=selected.feature_set.unconditioned,
+        profile=selected.feature_set.profile,
+        training_data=train.fingerprint(),
+        metrics={"selection": selected.summary()},
+        sample=features.to_numpy(dtype=float),
+        background=make_background(features),
+        score_ranges={a: params.data.ranges()[a] for a in train.aspects},
+    )

@@ -80,6 +80,7 @@ def llm_totals(stages: Mapping[str, Mapping]) -> dict:
     """LLM calls, cache hits and model tokens summed over the stages, and the overall hit rate."""
     calls = sum(int(s["llm_calls"]) for s in stages.values())
     hits = sum(int(s["cache_hits"]) for s in stages.values())
+    seconds = sum(float(s.get("seconds", 0.0)) for s in stages.values())
     tokens: Counter[str] = Counter()
     for stage in stages.values():
         tokens.update(stage["tokens"])
@@ -88,7 +89,47 @@ def llm_totals(stages: Mapping[str, Mapping]) -> dict:
         "cache_hits": hits,
         "cache_hit_rate": hits / (calls + hits) if calls + hits else 1.0,
         "tokens": dict(tokens),
+        "seconds": round(seconds, 1),
     }
+
+
+def headline(metrics: Mapping) -> dict:
+    """The few numbers ``dvc exp show`` compares across runs (``headline.json``): held-out r of
+    the bundle with its CI and at summary level, its paired gain over the best same-judge
+    baseline, DHP D_min^EW, the gates (1 accepted, 0 refused), rows, LLM calls and minutes."""
+    average = metrics["held_out"]["hdeval"]["average"]
+    dataset, summary = average["dataset"], average["summary"]
+    gates = metrics.get("acceptance", {})
+    baselines = gates.get("baselines", {})
+    paired = [p for p in baselines.get("paired", []) if p["against"] == baselines.get("best")]
+    dhp = metrics.get("dhp", {}).get("hdeval", {})
+    llm = metrics["llm"]
+
+    def rounded(value: float | None) -> float | None:
+        return None if value is None or value != value else round(float(value), 4)
+
+    out: dict = {
+        "r": rounded(dataset["pearson"]),
+        "r_low": rounded(dataset["pearson_ci"][0]),
+        "r_high": rounded(dataset["pearson_ci"][1]),
+        "summary_r": rounded(summary["pearson"]),
+    }
+    if paired:
+        out.update(
+            gain=rounded(paired[0]["difference"]),
+            gain_low=rounded(paired[0]["ci_low"]),
+            gain_high=rounded(paired[0]["ci_high"]),
+        )
+    if dhp:
+        out["dhp_min_ew"] = rounded(dhp.get("D_min_ew"))
+    out.update({f"{gate}_ok": int(v["accepted"]) for gate, v in gates.items()})
+    out.update(
+        train_rows=metrics["rows"]["train"],
+        test_rows=metrics["rows"]["test"],
+        llm_calls=llm["llm_calls"],
+        minutes=round(llm.get("seconds", 0.0) / 60, 1),
+    )
+    return out
 
 
 def _order(names: list[str]) -> list[str]:

@@ -5,16 +5,17 @@ the backend and the cache separately, as lm-evaluation-harness's ``CachingLM`` w
 each request is looked up first, only misses reach the backend, results are stored as soon as
 they arrive, and failures are recorded (and reported) but never served as results, so the next
 run retries them. A cache key is the sha256 of the request kind, the judge's identity and every
-rendered prompt part (:func:`hdeval.cache.cache_key`).
+rendered prompt part (:func:`hdeval.llm.cache.cache_key`).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from hdeval.cache import ResultCache, cache_key
+from hdeval.llm.cache import ResultCache, cache_key
 from hdeval.llm.digits import DEFAULT_MIN_MASS
 from hdeval.llm.types import DigitScore, LLMBackend, LogLikelihood, TokenCounts
 from hdeval.params import LLMConfig
@@ -40,6 +41,7 @@ class CachedJudge:
     def __init__(self, backend: LLMBackend, cache: ResultCache | None = None) -> None:
         self.backend = backend
         self.cache = cache if cache is not None else ResultCache()
+        self._opened = time.monotonic()
 
     def __repr__(self) -> str:
         return f"CachedJudge({self.identity!r}, cache={str(self.cache.path)!r})"
@@ -138,7 +140,8 @@ class CachedJudge:
 
     # ------------------------------------------------------------------ accounting
     def cost(self) -> dict:
-        """What was asked of this judge so far: LLM calls (cache misses), hits and tokens."""
+        """What was asked of this judge so far: LLM calls (cache misses), hits, tokens, and the
+        seconds since it was opened (a stage opens its judge first: about the stage's time)."""
         hits, misses = self.cache.hits, self.cache.misses
         total = hits + misses
         return {
@@ -146,6 +149,7 @@ class CachedJudge:
             "cache_hits": hits,
             "cache_hit_rate": hits / total if total else 1.0,
             "tokens": self.tokens.to_dict(),
+            "seconds": round(time.monotonic() - self._opened, 1),
         }
 
 

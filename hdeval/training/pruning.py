@@ -22,9 +22,9 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.inspection import permutation_importance
 from sklearn.model_selection import GroupKFold
 
-from hdeval.aggregators import make_aggregator
-from hdeval.columns import criterion_of
 from hdeval.errors import ConfigError
+from hdeval.scoring.columns import criterion_of
+from hdeval.training.aggregators import make_aggregator
 
 __all__ = [
     "criterion_importances",

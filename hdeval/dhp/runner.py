@@ -1,7 +1,7 @@
-"""DHP as an acceptance test: run the benchmark for several scorers, write tables and charts, gate.
+"""Running DHP for several scorers on the same perturbed texts: tables, charts, summary figures.
 
-The pipeline's ``dhp`` stage and ``hdeval dhp`` both call :func:`run_suite`; :func:`gate` turns
-the trained evaluator's result into a pass, a warning or an :class:`AcceptanceError`.
+The pipeline's ``dhp`` stage and ``hdeval dhp`` both call :func:`run_suite`; the acceptance gate
+on the result is :func:`hdeval.acceptance.dhp_verdict`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from hdeval.acceptance import dhp_verdict, enforce
+from hdeval.baselines.registry import TextScorer
 from hdeval.data import LabelledData
 from hdeval.dhp.benchmark import (
     DHPResult,
@@ -24,10 +24,8 @@ from hdeval.dhp.benchmark import (
 )
 from hdeval.dhp.catalogue import perturb_all, perturbations_for
 from hdeval.dhp.weights import EXPERT_WEIGHTS
-from hdeval.errors import AcceptanceError
-from hdeval.judge import CachedJudge
-from hdeval.params import AcceptanceParams, DHPParams
-from hdeval.text_scorers import TextScorer
+from hdeval.llm.judge import CachedJudge
+from hdeval.params import DHPParams
 
 log = logging.getLogger(__name__)
 
@@ -113,11 +111,4 @@ def _finite(value: float) -> float | None:
     return None if value != value or value in (float("inf"), float("-inf")) else float(value)
 
 
-def gate(result: DHPResult, settings: AcceptanceParams) -> str:
-    """Accept or refuse ``result`` (see :func:`hdeval.acceptance.dhp_verdict`): raises
-    AcceptanceError (``on_failure: fail``) or warns; returns the message."""
-    verdict = dhp_verdict(result.scorer, result.D_min_ew, result.table, settings)
-    return enforce([verdict], settings.on_failure)[0]
-
-
-__all__ = ["AcceptanceError", "dhp_markdown", "dhp_samples", "gate", "run_suite", "summary"]
+__all__ = ["dhp_markdown", "dhp_samples", "run_suite", "summary"]

@@ -1,7 +1,8 @@
 """Custom skl2onnx converters and shape calculators for the aggregator pipelines.
 
 skl2onnx converts StandardScaler and Ridge as they are, and our
-:class:`~hdeval.aggregators.OrientedRidge` with its linear-regressor converter (it has ``coef_``
+:class:`~hdeval.training.aggregators.OrientedRidge` with its linear-regressor converter (it has
+``coef_``
 and ``intercept_`` as Ridge does). Four converters are replaced here, passed per call by
 :func:`custom_converters` without touching skl2onnx's global registry: MLPRegressor (skl2onnx
 flattens multi-output predictions to one column), DecisionTreeRegressor and RandomForestRegressor
@@ -216,7 +217,7 @@ def custom_converters() -> tuple[dict, dict]:
     from sklearn.neural_network import MLPRegressor
     from sklearn.tree import DecisionTreeRegressor
 
-    from hdeval.aggregators import OrientedRidge
+    from hdeval.training.aggregators import OrientedRidge
 
     shapes = {
         OrientedRidge: calculate_linear_regressor_output_shapes,

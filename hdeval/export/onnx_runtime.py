@@ -1,6 +1,7 @@
 """Run an exported aggregator with onnxruntime alone (no scikit-learn needed at inference).
 
-An aggregator file written by :func:`hdeval.onnx_export.export_onnx` carries, in its metadata, a
+An aggregator file written by :func:`hdeval.export.onnx_export.export_onnx` carries, in its
+metadata, a
 few probe rows with the scikit-learn predictions for them. Loading runs the probe and refuses a
 file whose answers on those rows moved (a corrupted or modified file), as well as a file that does
 not parse or is not an hdeval aggregator. The probe cannot see a change that leaves its rows'

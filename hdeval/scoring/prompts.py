@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import pairwise
 
-from hdeval.criteria import CriteriaTree, Criterion
 from hdeval.params import TaskSpec
+from hdeval.tree.criteria import CriteriaTree, Criterion
 
 TEMPLATE_VERSION = "hdeval-prompts-4"
 
@@ -55,7 +55,7 @@ def criterion_prompt(task: TaskSpec, lineage: Sequence[Criterion]) -> str:
     """Hierarchy-aware metric (HD-Eval Appendix G.2) of the last criterion of ``lineage``.
 
     ``lineage`` runs from the human aspect at the root down to the criterion scored (see
-    :meth:`~hdeval.criteria.CriteriaTree.lineage`). The root aspect and every intermediate
+    :meth:`~hdeval.tree.criteria.CriteriaTree.lineage`). The root aspect and every intermediate
     criterion are stated with their definitions, then the criterion itself: the judge scores the
     child knowing which parent it details, as in the paper.
     """

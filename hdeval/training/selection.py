@@ -2,12 +2,14 @@
 aggregator kind.
 
 A candidate is a feature set (the modes scored, the deepest layer of the tree, with or without the
-text's own signals: ``lik:_text`` and what comes with it, see :mod:`hdeval.columns`) and an
+text's own signals: ``lik:_text`` and what comes with it, see :mod:`hdeval.scoring.columns`) and an
 aggregator kind. Every candidate gets the same
-document-grouped CV as tuning (:func:`hdeval.tuning.cv_score`) with the kind's defaults; the
+document-grouped CV as tuning (:func:`hdeval.training.tuning.cv_score`) with the kind's defaults;
+the
 CV-best one (or the simplest within ``aggregator.prefer_simpler_within`` of it) is then tuned and
 shipped. A candidate fit on all training rows that scores texts higher when every criterion score
-falls (:func:`~hdeval.monotonicity.rising_share` above ``aggregator.max_rising_share``) is not
+falls (:func:`~hdeval.training.monotonicity.rising_share` above ``aggregator.max_rising_share``) is
+not
 shipped. Held-out documents are never seen here.
 """
 
@@ -21,13 +23,13 @@ import numpy as np
 import pandas as pd
 from sklearn.exceptions import ConvergenceWarning
 
-from hdeval.aggregators import constraints, make_aggregator
-from hdeval.columns import Profile, feature_columns, orientation
-from hdeval.criteria import CriteriaTree
 from hdeval.errors import ConfigError
-from hdeval.monotonicity import rising_share
 from hdeval.params import AggregatorParams, HierarchyParams, Mode
-from hdeval.tuning import cv_score
+from hdeval.scoring.columns import Profile, feature_columns, orientation
+from hdeval.training.aggregators import constraints, make_aggregator
+from hdeval.training.monotonicity import rising_share
+from hdeval.training.tuning import cv_score
+from hdeval.tree.criteria import CriteriaTree
 
 TABLE_COLUMNS = [
     "features",
@@ -115,8 +117,9 @@ def selection_table(
     nonnegative: bool = False,
 ) -> pd.DataFrame:
     """Grouped-CV mean Pearson r of every (feature set, kind), best first (ties: listed order),
-    and the :func:`~hdeval.monotonicity.rising_share` of the kind fit on all rows; each kind with
-    its defaults and :func:`~hdeval.aggregators.constraints`."""
+    and the :func:`~hdeval.training.monotonicity.rising_share` of the kind fit on all rows; each
+    kind with
+    its defaults and :func:`~hdeval.training.aggregators.constraints`."""
     rows = []
     with warnings.catch_warnings():  # an MLP that has not converged is still a fair candidate
         warnings.simplefilter("ignore", ConvergenceWarning)

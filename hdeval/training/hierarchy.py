@@ -20,17 +20,21 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 
-from hdeval.columns import Profile, check_failed_shares, is_text_signal, of_mode
-from hdeval.criteria import CriteriaTree, apply_overrides, pinned
-from hdeval.criterion_scorer import CriterionScorer
 from hdeval.data import LabelledData
-from hdeval.decompose import decompose, undecomposed
 from hdeval.errors import ConfigError
-from hdeval.judge import CachedJudge
+from hdeval.llm.judge import CachedJudge
 from hdeval.params import HierarchyParams, Mode, TaskSpec
-from hdeval.pruning import criterion_importances, permutation_importances, select_for_decomposition
-from hdeval.scoring_run import ScoringRun
-from hdeval.tuning import cv_score
+from hdeval.scoring.columns import Profile, check_failed_shares, is_text_signal, of_mode
+from hdeval.scoring.criterion_scorer import CriterionScorer
+from hdeval.scoring.run import ScoringRun
+from hdeval.training.pruning import (
+    criterion_importances,
+    permutation_importances,
+    select_for_decomposition,
+)
+from hdeval.training.tuning import cv_score
+from hdeval.tree.criteria import CriteriaTree, apply_overrides, pinned
+from hdeval.tree.decompose import decompose, undecomposed
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,5 @@
-"""Fitting, tuning, exporting and checking the aggregator on the final layer's features.
-
-The DVC pipeline's ``train`` and ``evaluate`` stages call these; :mod:`hdeval.end_to_end` runs the
-same functions in one process for users who do not use DVC (``hdeval train``).
+"""Fitting, tuning and checking the aggregator on the final layer's features: model selection
+and the final fit (the ``train`` stage), the ablations and held-out agreement (``evaluate``).
 """
 
 from __future__ import annotations
@@ -14,9 +12,13 @@ from typing import Any
 
 import pandas as pd
 
-from hdeval.aggregators import averaged_baseline, constraints, make_aggregator
-from hdeval.bundle import export_bundle
-from hdeval.columns import (
+from hdeval.data import (
+    LabelledData,
+)
+from hdeval.metrics import agreement
+from hdeval.params import Params
+from hdeval.scales import clip_to_ranges
+from hdeval.scoring.columns import (
     FREE,
     LIKELIHOOD,
     MEAN,
@@ -30,15 +32,15 @@ from hdeval.columns import (
     source_of,
     stat_of,
 )
-from hdeval.criteria import CriteriaTree
-from hdeval.data import (
-    LabelledData,
+from hdeval.training.aggregators import averaged_baseline, constraints, make_aggregator
+from hdeval.training.monotonicity import rising_share
+from hdeval.training.selection import (
+    FeatureSet,
+    best_candidate,
+    candidate_feature_sets,
+    selection_table,
 )
-from hdeval.metrics import agreement
-from hdeval.monotonicity import rising_share
-from hdeval.params import Params
-from hdeval.scales import clip_to_ranges
-from hdeval.selection import FeatureSet, best_candidate, candidate_feature_sets, selection_table
+from hdeval.tree.criteria import CriteriaTree
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +136,7 @@ def select_and_fit(
     The Optuna study lives in ``work_dir`` (kept across runs), named by the kind and a
     fingerprint of the chosen features, so a killed run resumes with only the missing trials.
     """
-    from hdeval.tuning import cv_score, data_fingerprint, tune
+    from hdeval.training.tuning import cv_score, data_fingerprint, tune
 
     check_failed_shares(features, params.hierarchy.max_failed_share)
     search, seed = params.aggregator, params.hierarchy.seed
@@ -203,7 +205,7 @@ def ablation_predictions(
     """Held-out predictions of every ablation (:func:`feature_subsets`) and of averaged scores.
 
     ``hdeval`` (every final-layer column) uses the tuned ``params``, the ablations the
-    aggregator's defaults; each under :func:`~hdeval.aggregators.constraints` of its own
+    aggregator's defaults; each under :func:`~hdeval.training.aggregators.constraints` of its own
     columns. Predictions are clipped to each aspect's
     ``ranges``, as the exported bundle's are.
     """
@@ -244,34 +246,3 @@ def agreements(
         )
         for name, predicted in predictions.items()
     }
-
-
-def export_evaluator(
-    out_dir: Path,
-    selected: Selected,
-    train: LabelledData,
-    params: Params,
-    llm_identity: str,
-) -> Path:
-    """Write the bundle of the selected aggregator: its feature set's criteria and modes, a
-    parity sample, the SHAP background, and the selection (with the CV table) in the card."""
-    from hdeval.explain.runtime import make_background
-
-    features = selected.features
-    return export_bundle(
-        out_dir,
-        selected.model,
-        selected.tree,
-        list(features.columns),
-        train.aspects,
-        llm_identity=llm_identity,
-        task=params.task,
-        modes=list(selected.feature_set.modes),
-        unconditioned=selected.feature_set.unconditioned,
-        profile=selected.feature_set.profile,
-        training_data=train.fingerprint(),
-        metrics={"selection": selected.summary()},
-        sample=features.to_numpy(dtype=float),
-        background=make_background(features),
-        score_ranges={a: params.data.ranges()[a] for a in train.aspects},
-    )

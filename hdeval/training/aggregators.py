@@ -30,9 +30,10 @@ from sklearn.neural_network import MLPRegressor
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.tree import DecisionTreeRegressor
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from hdeval.columns import criterion_of, orientation, source_of
 from hdeval.errors import ConfigError
+from hdeval.scoring.columns import criterion_of, orientation, source_of
 
 KINDS: tuple[str, ...] = ("linear", "tree", "forest", "mlp")
 
@@ -60,29 +61,32 @@ class OrientedRidge(RegressorMixin, BaseEstimator):
     squares on the centred data augmented with ``sqrt(alpha) * I``.
     """
 
-    def __init__(self, alpha: float = 1.0, orientation: tuple[int, ...] = ()) -> None:
+    def __init__(self, alpha: float = 1.0, orientation: tuple[int, ...] | None = None) -> None:
         self.alpha = alpha
         self.orientation = orientation
 
-    def fit(self, X, y):
-        X = np.asarray(X, dtype=float)
-        Y = np.asarray(y, dtype=float)
+    def fit(self, X, y, sample_weight=None):
+        """Fit on ``X`` (n, features) and ``y`` (n,) or (n, outputs); ``orientation`` None
+        leaves every weight free (plain ridge). ``sample_weight`` weighs rows."""
+        X, Y = validate_data(self, X, y, multi_output=True, y_numeric=True)
         targets = Y.reshape(len(Y), -1)
-        signs = np.asarray(self.orientation, dtype=float)
-        if signs.shape != (X.shape[1],):
-            raise ConfigError(
-                f"OrientedRidge has {signs.size} orientations for {X.shape[1]} features"
-            )
-        x_mean, y_mean = X.mean(axis=0), targets.mean(axis=0)
         n_features = X.shape[1]
-        design = np.vstack([X - x_mean, np.sqrt(self.alpha) * np.eye(n_features)])
+        signs = np.zeros(n_features) if self.orientation is None else np.asarray(self.orientation)
+        if signs.shape != (n_features,):
+            raise ConfigError(
+                f"OrientedRidge has {signs.size} orientations for {n_features} features"
+            )
+        weights = _check_sample_weight(sample_weight, X)
+        x_mean, y_mean = weights @ X / weights.sum(), weights @ targets / weights.sum()
+        root = np.sqrt(weights)[:, None]
+        design = np.vstack([(X - x_mean) * root, np.sqrt(self.alpha) * np.eye(n_features)])
         low = np.where(signs > 0, 0.0, -np.inf)
         high = np.where(signs < 0, 0.0, np.inf)
         coef = np.array(
             [
                 lsq_linear(
                     design,
-                    np.concatenate([column, np.zeros(n_features)]),
+                    np.concatenate([column * root[:, 0], np.zeros(n_features)]),
                     bounds=(low, high),
                     method="bvls",
                 ).x
@@ -93,11 +97,19 @@ class OrientedRidge(RegressorMixin, BaseEstimator):
         self.intercept_ = (
             y_mean - coef @ x_mean if Y.ndim > 1 else float(y_mean[0] - coef[0] @ x_mean)
         )
-        self.n_features_in_ = n_features
         return self
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True  # one weight vector per aspect
+        return tags
+
     def predict(self, X) -> np.ndarray:
-        return np.asarray(X, dtype=float) @ np.asarray(self.coef_).T + self.intercept_
+        """Predictions for ``X``; refused before :meth:`fit` or with another number of
+        features than it was fit on."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False)
+        return X @ np.asarray(self.coef_).T + self.intercept_
 
 
 def _check_kind(kind: str) -> None:
@@ -139,7 +151,8 @@ def make_aggregator(kind: str, random_state: int = 0, **params: Any) -> Pipeline
 def constraints(kind: str, nonnegative: bool, columns: Sequence[str] = ()) -> dict[str, Any]:
     """Parameters fixed for every fit of ``kind`` (``aggregator.nonnegative``): a linear
     aggregator (an :class:`OrientedRidge`) whose weight on each of ``columns`` has the sign of
-    the column's :func:`~hdeval.columns.orientation`, so a text scored worse on every criterion
+    the column's :func:`~hdeval.scoring.columns.orientation`, so a text scored worse on every
+    criterion
     is never scored higher. Trees, forests and MLPs take no constraint."""
     _check_kind(kind)
     if kind == "linear" and nonnegative:
@@ -194,7 +207,7 @@ def _searched(kind: str, trial, fixed: dict[str, Any]) -> dict[str, Any]:
 def averaged_baseline(features: pd.DataFrame, tree, source: str | None = None) -> pd.DataFrame:
     """The "averaged scores instead of the aggregator" ablation.
 
-    For each layer-1 aspect of ``tree`` (a :class:`hdeval.criteria.CriteriaTree`), the row-wise
+    For each layer-1 aspect of ``tree`` (a :class:`hdeval.tree.criteria.CriteriaTree`), the row-wise
     mean of the feature columns whose criterion is the aspect or descends from it; NaN scores are
     skipped. ``source`` keeps only columns named ``"<source>:<criterion id>"`` (scores of different
     sources, such as prompt scores and log-likelihoods, have different scales and must not be

@@ -2,7 +2,8 @@
 criterion into at most k finer ones, given as "name: definition" lines.
 
 The paper's wording comes first; two rewordings are tried when it yields nothing new (see
-:func:`hdeval.decompose.decompose_node`). :data:`TEMPLATE_VERSION` joins the prompt in the cache
+:func:`hdeval.tree.decompose.decompose_node`). :data:`TEMPLATE_VERSION` joins the prompt in the
+cache
 key of every decomposition reply.
 """
 
@@ -10,8 +11,8 @@ from __future__ import annotations
 
 import re
 
-from hdeval.criteria import Criterion
 from hdeval.errors import ConfigError
+from hdeval.tree.criteria import Criterion
 
 TEMPLATE_VERSION = "g1-decompose-v3"
 

@@ -6,8 +6,9 @@ linear models and MLPs within about 1e-12 of scikit-learn; trees use scikit-lear
 thresholds and leaf values (ai.onnx.ml opset 3 tensor attributes) and are off only by one final
 float32 rounding (about 1e-7 relative).
 
-The pipeline is converted by skl2onnx with the custom converters of :mod:`hdeval.onnx_converters`
-(MLPs, trees and forests, SimpleImputer, :class:`~hdeval.aggregators.OrientedRidge`).
+The pipeline is converted by skl2onnx with the custom converters of
+:mod:`hdeval.export.onnx_converters`
+(MLPs, trees and forests, SimpleImputer, :class:`~hdeval.training.aggregators.OrientedRidge`).
 
 After writing, the file is loaded with onnxruntime and its predictions are compared with
 ``pipeline.predict`` on a sample matrix plus NaN-masked rows; a difference above ``atol`` raises
@@ -16,7 +17,7 @@ scikit-learn predictions are stored in the model metadata, so that :class:`OnnxA
 check the file again whenever it is loaded.
 
 scikit-learn, skl2onnx and onnx are imported inside the functions that need them: importing this
-module (or :mod:`hdeval.onnx_runtime`) needs only numpy and onnxruntime.
+module (or :mod:`hdeval.export.onnx_runtime`) needs only numpy and onnxruntime.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from hdeval.errors import HDEvalError
-from hdeval.onnx_converters import custom_converters
-from hdeval.onnx_runtime import INPUT_NAME, META_PREFIX, OnnxAggregator, encode_rows
+from hdeval.export.onnx_converters import custom_converters
+from hdeval.export.onnx_runtime import INPUT_NAME, META_PREFIX, OnnxAggregator, encode_rows
 
 __all__ = ["DEFAULT_ATOL", "TARGET_OPSET", "OnnxAggregator", "export_onnx", "parity_sample"]
 

@@ -1,11 +1,12 @@
 """Score samples on the criteria of a tree with the cached judge: resumable, prefix-shared.
 
-Feature columns follow :mod:`hdeval.columns`: a prompt request gives one column, a likelihood
+Feature columns follow :mod:`hdeval.scoring.columns`: a prompt request gives one column, a
+likelihood
 request one column per statistic of its token log-probabilities, and the text's own likelihoods
 (given the source, and without it) give its PMI and length too. A failed score is NaN in the
 table and a :class:`ScoringFailure` in the run; it is never cached as a result, so the next run
 retries it.
-A prompt longer than the judge's context is cut by the rule of :mod:`hdeval.truncation` before
+A prompt longer than the judge's context is cut by the rule of :mod:`hdeval.llm.truncation` before
 its cache key is computed, and counted in the run as a :class:`Truncation`. This module needs
 numpy only (pandas is imported when a caller asks for a DataFrame), so production scoring stays
 light.
@@ -22,7 +23,12 @@ from typing import Any, Literal
 import numpy as np
 from tqdm.auto import tqdm
 
-from hdeval.columns import (
+from hdeval.errors import HDEvalError, JudgeUnavailableError
+from hdeval.llm.judge import DIGITS, LOGLIK, CachedJudge
+from hdeval.llm.truncation import ContextOverflow, Fitted, fit_to_context
+from hdeval.llm.types import ContextLimited, DigitScore, LogLikelihood
+from hdeval.params import Mode, TaskSpec
+from hdeval.scoring.columns import (
     PMI_MEAN,
     PMI_SUM,
     SOURCE_FREE,
@@ -34,13 +40,8 @@ from hdeval.columns import (
     feature_columns,
     with_unconditioned,
 )
-from hdeval.criteria import CriteriaTree, Criterion
-from hdeval.errors import HDEvalError, JudgeUnavailableError
-from hdeval.judge import DIGITS, LOGLIK, CachedJudge
-from hdeval.likelihood_stats import statistics
-from hdeval.llm.types import ContextLimited, DigitScore, LogLikelihood
-from hdeval.params import Mode, TaskSpec
-from hdeval.prompts import (
+from hdeval.scoring.likelihood_stats import statistics
+from hdeval.scoring.prompts import (
     TEMPLATE_VERSION,
     likelihood_for,
     likelihood_instruction,
@@ -50,8 +51,8 @@ from hdeval.prompts import (
     source_free_segment,
     source_segment,
 )
-from hdeval.scoring_run import Sample, ScoringFailure, ScoringRun, Truncation, samples_of
-from hdeval.truncation import ContextOverflow, Fitted, fit_to_context
+from hdeval.scoring.run import Sample, ScoringFailure, ScoringRun, Truncation, samples_of
+from hdeval.tree.criteria import CriteriaTree, Criterion
 
 log = logging.getLogger(__name__)
 

@@ -16,17 +16,17 @@ from typing import Any
 
 import numpy as np
 
-from hdeval.bundle import AGGREGATOR, CRITERIA, read_card, split_precision
-from hdeval.columns import Profile, feature_columns
-from hdeval.criteria import CriteriaTree
-from hdeval.criterion_scorer import CriterionScorer
 from hdeval.errors import ModelIntegrityError
-from hdeval.judge import CachedJudge
-from hdeval.onnx_runtime import OnnxAggregator
+from hdeval.export.bundle import AGGREGATOR, CRITERIA, read_card, split_precision
+from hdeval.export.onnx_runtime import OnnxAggregator
+from hdeval.llm.judge import CachedJudge
 from hdeval.params import TaskSpec
-from hdeval.prompts import TEMPLATE_VERSION
 from hdeval.scales import clip_to_ranges
-from hdeval.scoring_run import Sample, ScoringFailure, Truncation, samples_of
+from hdeval.scoring.columns import Profile, feature_columns
+from hdeval.scoring.criterion_scorer import CriterionScorer
+from hdeval.scoring.prompts import TEMPLATE_VERSION
+from hdeval.scoring.run import Sample, ScoringFailure, Truncation, samples_of
+from hdeval.tree.criteria import CriteriaTree
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +194,8 @@ class Evaluator:
         return cls(bundle.path, card, bundle.tree, bundle.aggregator, scorer)
 
     def score_samples(self, samples: Any, progress: bool = True) -> Scores:
-        """Score samples: a list of :class:`~hdeval.criterion_scorer.Sample` or a table indexed
+        """Score samples: a list of :class:`~hdeval.scoring.criterion_scorer.Sample` or a table
+        indexed
         by id with columns doc_id, source, output.
 
         A row with a failed criterion score gets NaN aspect scores (and its failures listed):

@@ -1,7 +1,8 @@
 """Criteria decomposition (HD-Eval §2.1, Appendix G.1): growing the criteria tree by one layer.
 
 One node is decomposed at a time: the LLM is asked with the prompt of
-:mod:`hdeval.decompose_prompt`, its reply is parsed by :mod:`hdeval.decompose_reply`, and the
+:mod:`hdeval.tree.decomposition_prompt`, its reply is parsed by
+:mod:`hdeval.tree.decomposition_reply`, and the
 children it proposes get unique ids under their parent. Raw replies are cached, so a re-run makes
 no LLM call. Nodes already decomposed, by an earlier run or by a person editing the tree, are left
 as they are.
@@ -16,11 +17,15 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import replace
 
-from hdeval.criteria import CriteriaTree, Criterion
-from hdeval.decompose_prompt import TEMPLATE_VERSION, copies_answer_format, decomposition_prompt
-from hdeval.decompose_reply import parse_criteria_list
 from hdeval.errors import ConfigError, HDEvalError, JudgeUnavailableError
-from hdeval.judge import CachedJudge
+from hdeval.llm.judge import CachedJudge
+from hdeval.tree.criteria import CriteriaTree, Criterion
+from hdeval.tree.decomposition_prompt import (
+    TEMPLATE_VERSION,
+    copies_answer_format,
+    decomposition_prompt,
+)
+from hdeval.tree.decomposition_reply import parse_criteria_list
 
 log = logging.getLogger(__name__)
 CACHE_KIND = "decompose"

@@ -1,0 +1,1 @@
+"""What a run reports: the metrics summary, results.md's tables and the plots."""
