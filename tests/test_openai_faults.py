@@ -23,6 +23,8 @@ import pytest
 
 from hdeval.errors import HDEvalError, JudgeUnavailableError, UnsupportedError
 from hdeval.llm import LLMBackend
+from hdeval.llm.cache import ResultCache
+from hdeval.llm.judge import CachedJudge
 from hdeval.llm.openai_compat import OpenAICompatibleBackend
 from tests.servers import free_port
 
@@ -31,6 +33,8 @@ KEY_ENV = "HDEVAL_FAULT_TEST_KEY"
 CLIENT_TIMEOUT = 0.5
 SLOW_SECONDS = 1.5
 SCENARIO = re.compile(r"\[\[([\w-]+)\]\]")
+#: Log-probabilities no model can give, by scenario (json writes NaN as the bare word NaN).
+IMPOSSIBLE = {"nan-logprob": math.nan, "positive-logprob": 0.4}
 
 
 def _completion(top: dict[str, float] | None, content: str = "3") -> dict:
@@ -176,6 +180,11 @@ class FaultServer:
                 "code": "context_length_exceeded",
             }
             self._send(handler, 400, json.dumps({"error": error}).encode())
+        elif scenario in IMPOSSIBLE:  # a broken server: NaN, or a probability above 1
+            reply = _completion(_peaked("3"))
+            top = reply["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+            top[0]["logprob"] = IMPOSSIBLE[scenario]
+            self._send(handler, 200, json.dumps(reply).encode())
         elif scenario == "no-logprobs":
             self._send(handler, 200, json.dumps(_completion(None)).encode())
         elif scenario == "generate":
@@ -282,6 +291,35 @@ def test_non_digit_reply_is_a_failure(backend: OpenAICompatibleBackend) -> None:
     assert not result.ok and result.expected is None
     assert "digit mass" in result.failure
     assert math.isclose(result.mass, 0.01)
+
+
+@pytest.mark.parametrize("scenario", sorted(IMPOSSIBLE))
+def test_impossible_log_probabilities_are_a_failure_never_cached(
+    backend: OpenAICompatibleBackend, tmp_path, scenario: str
+) -> None:
+    """A NaN or positive log-probability (a probability above 1) in the reply: that item's
+    failure, recorded as such, never a score and never a cached result."""
+    judge = CachedJudge(backend, ResultCache(tmp_path / "cache.sqlite"))
+    answers = judge.digit_scores(["Text:\nhello\n\n"], {"k": f"[[{scenario}]] Score 1-5:"})
+    assert not answers.results
+    assert "impossible log-probability" in answers.failures["k"]
+    assert judge.cache.get("k") is None and "k" in judge.cache.failures()
+
+
+def test_an_impossible_cached_distribution_is_asked_again(
+    backend: OpenAICompatibleBackend, server: FaultServer, tmp_path
+) -> None:
+    """A distribution cached before the check (NaN, or a mass above 1) is not served: the
+    judge is asked again and its answer replaces it."""
+    cache = ResultCache(tmp_path / "cache.sqlite")
+    cache.put("digits", "nan", {"probs": [math.nan] * 5, "mass": math.nan})
+    cache.put("digits", "above", {"probs": [0.2] * 5, "mass": 1.6})
+    judge = CachedJudge(backend, cache)
+    answers = judge.digit_scores(["x\n"], {"nan": "[[ok-2]]", "above": "[[ok-4]]"})
+    assert answers.computed == 2 and not answers.failures
+    best = {k: max(range(5), key=r.probs.__getitem__) + 1 for k, r in answers.results.items()}
+    assert best == {"nan": 2, "above": 4}
+    assert math.isclose(cache.get("nan")["mass"], 0.92)
 
 
 def test_reply_without_logprobs_is_a_failure(backend: OpenAICompatibleBackend) -> None:
