@@ -73,18 +73,17 @@ def server_params(path: Path, base_url: str, **extra) -> Path:
 
 
 def server_identity(base_url: str) -> str:
-    from hdeval.llm.openai_compat import OpenAICompatibleBackend
-
-    backend = OpenAICompatibleBackend(base_url=base_url, model=MODEL_ALIAS)
-    backend.close()
-    return backend.identity
+    """The identity of a judge at ``base_url`` that reports nothing about its weights, as
+    llama.cpp's server does (a dead one is named the same: it is never asked)."""
+    return f"openai-compatible:{base_url.rstrip('/')}:{MODEL_ALIAS}"
 
 
-def test_dead_judge_stops_score_at_once_without_leaking_credentials(tmp_path):
-    base_url = f"http://user:s3cr3tpass@127.0.0.1:{free_port()}/v1"
+def test_dead_judge_stops_score_at_once_without_leaking_credentials(tmp_path, monkeypatch):
+    base_url = f"http://127.0.0.1:{free_port()}/v1"
     make_bundle(tmp_path / "bundle", server_identity(base_url))
     write_texts(tmp_path / "in.jsonl", 3)
-    server_params(tmp_path / "p.yaml", base_url)
+    monkeypatch.setenv("HDEVAL_DEAD_JUDGE_KEY", "s3cr3tpass")
+    server_params(tmp_path / "p.yaml", base_url, api_key_env="HDEVAL_DEAD_JUDGE_KEY")
     began = time.monotonic()
     done = run(
         ["score", "in.jsonl", "--model", "bundle", "--params", "p.yaml", "--out", "out.jsonl"],

@@ -130,8 +130,9 @@ class ServerContext:
 
     @property
     def max_context(self) -> int | None:
-        """Tokens a prompt may hold: the server's context (vLLM's ``max_model_len``, else
-        ``llm.max_context``) less the one token of the reply; None where neither is known."""
+        """Tokens a prompt may hold: the server's context (``llm.max_context`` where given,
+        else vLLM's ``max_model_len``) less the one token of the reply; None where neither is
+        known."""
         self._ready()
         served = self._given_context or self.reported.get("max_model_len")
         return served - 1 if isinstance(served, int) and served > 1 else None
