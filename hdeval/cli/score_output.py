@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO
 
 from hdeval.errors import ConfigError
+from hdeval.paths import write_text_atomic
 
 
 def check_out_path(out: Path, inputs: Iterable[Path | None], option: str = "--out") -> None:
@@ -130,9 +131,7 @@ class ScoreWriter:
                     f"{row.get('judge')!r}, this run's judge is {judge!r}: one file would mix "
                     "two judges' scores; not resuming it (write to another --out)"
                 )
-        tmp = self.out.with_name(f".{self.out.name}.resume-{os.getpid()}")
-        tmp.write_text("".join(line for line, _ in self._kept), encoding="utf-8")
-        tmp.replace(self.out)
+        write_text_atomic(self.out, "".join(line for line, _ in self._kept))
 
     def write(self, rows: Iterable[dict]) -> None:
         """Append ``rows`` and force them to disk (the file is created by the first write)."""
