@@ -1,10 +1,13 @@
 """Stage report: metrics.json (held-out agreement, ablations, baselines, DHP, model selection,
-acceptance verdicts, LLM cost), its headline numbers for `dvc exp show` (headline.json) and the
-results table results.md."""
+acceptance verdicts, LLM cost), its headline numbers for `dvc exp show` (headline.json), the
+results table results.md and the self-contained page report.html."""
+
+from pathlib import Path
 
 import pandas as pd
 
 from hdeval import workspace as ws
+from hdeval.report.render import write_report
 from hdeval.report.results import (
     acceptance_markdown,
     baseline_summary,
@@ -52,6 +55,7 @@ def main() -> None:
     text += "\n" + reading_markdown(pd.read_csv(ws.EXPLAIN / "mean_abs_shap.csv", index_col=0))
     text += "\n" + layers_markdown(metrics["layers"])
     ws.RESULTS.write_text(text)
+    write_report(Path("."))
     print(run_summary(metrics, str(ws.BUNDLE)))
 
 

@@ -61,7 +61,7 @@ def run_summary(metrics: Mapping, bundle: str) -> str:
     return (
         f"bundle {bundle} ({selection['kind']} on {selection['features']}): held-out "
         f"{agreement_line(metrics['held_out']['hdeval']['average'])}; gates: {gates or 'none'}; "
-        f"results.md has the comparison. Next: hdeval score --model {bundle} texts.jsonl "
+        f"report.html shows the run. Next: hdeval score --model {bundle} texts.jsonl "
         "--explain"
     )
 
@@ -132,12 +132,14 @@ def headline(metrics: Mapping) -> dict:
     return out
 
 
-def _order(names: list[str]) -> list[str]:
+def scorer_order(names: list[str]) -> list[str]:
+    """Scorer names in table order: those of :data:`LABELS` first, the others alphabetically."""
     known = [n for n in LABELS if n in names]
     return known + sorted(n for n in names if n not in LABELS)
 
 
-def _cell(row: pd.DataFrame) -> str:
+def figure_cell(row: pd.DataFrame) -> str:
+    """ "0.457 [0.41, 0.52]" of a comparison-table row, "-" where it has no figure."""
     if row.empty or math.isnan(row["value"].iloc[0]):
         return "-"
     value, low, high = (float(row[c].iloc[0]) for c in ("value", "ci_low", "ci_high"))
@@ -161,10 +163,10 @@ def results_markdown(table: pd.DataFrame, dhp: Mapping[str, Mapping], metrics: M
         "| scorer | n | " + " | ".join(header) + " |",
         "|---|---:|" + "---:|" * len(header),
     ]
-    for name in _order(list(dict.fromkeys(average["scorer"]))):
+    for name in scorer_order(list(dict.fromkeys(average["scorer"]))):
         rows = average[average["scorer"] == name]
         cells = [
-            _cell(rows[(rows["level"] == level) & (rows["correlation"] == corr)])
+            figure_cell(rows[(rows["level"] == level) & (rows["correlation"] == corr)])
             for level, corr in COLUMNS
         ]
         n = int(rows["n"].iloc[0])
@@ -204,6 +206,12 @@ def selection_markdown(selection: Mapping, limit: int = 12) -> str:
             f"| {row['features']} | {row['kind']} | {row['n_features']} | "
             f"{row['cv_pearson']:.3f} | {'' if rising is None else f'{100 * rising:.0f} %'} |"
         )
+    lines += ["", shipped_note(selection)]
+    return "\n".join(lines) + "\n"
+
+
+def shipped_note(selection: Mapping) -> str:
+    """What model selection shipped, and why it is not the CV-best candidate where it is not."""
     shipped = (
         f"Shipped: {selection['kind']} on {selection['features']}, tuned CV Pearson "
         f"{selection['cv_pearson']:.3f}"
@@ -217,8 +225,7 @@ def selection_markdown(selection: Mapping, limit: int = 12) -> str:
         limit = selection.get("max_rising_share")  # None: the check was off (or not recorded)
         if limit is not None:
             shipped += f" that aggregator.max_rising_share ({limit:g}) allows"
-    lines += ["", shipped + "."]
-    return "\n".join(lines) + "\n"
+    return shipped + "."
 
 
 def acceptance_markdown(verdicts: list[Mapping]) -> str:
@@ -259,8 +266,9 @@ def layers_markdown(layers: Mapping[str, Mapping]) -> str:
 
 
 def stage_cost(report: Mapping) -> dict:
-    """The LLM cost figures of a stage's report."""
-    return {k: report[k] for k in ("llm_calls", "cache_hits", "cache_hit_rate", "tokens")}
+    """The LLM cost figures of a stage's report, and its time where the report has it."""
+    keys = ("llm_calls", "cache_hits", "cache_hit_rate", "tokens", "seconds")
+    return {k: report[k] for k in keys if k in report}
 
 
 def evaluation_plots(predicted: pd.DataFrame, test, layers: list[dict], out: Path) -> None:
@@ -294,10 +302,17 @@ def reading_markdown(mean_abs: pd.DataFrame, top: int = 4) -> str:
         "",
     ]
     for aspect in [c for c in mean_abs.columns if c != "meaning"]:
-        ranked = mean_abs[aspect].sort_values(ascending=False).head(top)
-        parts = [f"{mean_abs.at[f, 'meaning']} `{f}` {v:.3f}" for f, v in ranked.items() if v > 0]
+        readings = top_readings(mean_abs, aspect, top)
+        parts = [f"{meaning} `{f}` {v:.3f}" for meaning, f, v in readings]
         lines.append(f"- {aspect}: " + "; ".join(parts))
     return "\n".join(lines) + "\n"
+
+
+def top_readings(mean_abs: pd.DataFrame, aspect: str, top: int = 4) -> list[tuple[str, str, float]]:
+    """(meaning in words, feature column, mean |SHAP|) of the ``top`` features an aspect reads
+    most, those with any contribution."""
+    ranked = mean_abs[aspect].sort_values(ascending=False).head(top)
+    return [(str(mean_abs.at[f, "meaning"]), str(f), float(v)) for f, v in ranked.items() if v > 0]
 
 
 def left_out_markdown(left_out: Mapping[str, str]) -> str:
