@@ -164,11 +164,11 @@ def synthetic_run(
         metrics["baselines"] = {s: {"dataset": {"pearson": v}} for s, v in scorers.items()}
     if dhp:
         names = ["hdeval", "likelihood"] if dhp_baselines else ["hdeval"]
-        perturbations = ["deletion_minor", "reorder_minor", "instruction_injection"]
+        perturbations = ["deletion_minor", "typo_minor", "reorder_minor", "instruction_injection"]
         table = pd.DataFrame(
-            {"probe": [False, False, True], "p:coherence": [1e-6, 0.2, 1e-6],
-             "p:fluency": [1e-6, 0.01, 1e-6], "D_ew": [4.6, 0.8, 4.6],
-             "D_reward_ew": [np.nan, np.nan, 0.0]},
+            {"probe": [False, False, False, True], "p:coherence": [1e-6, 0.2, 0.3, 0.9],
+             "p:fluency": [1e-6, 1e-6, 0.01, 0.9], "D_ew": [4.6, 2.1, 0.8, 0.1],
+             "D_reward_ew": [np.nan, np.nan, np.nan, 0.0]},
             index=pd.Index(perturbations, name="perturbation"),
         )  # fmt: skip
         for name in names:

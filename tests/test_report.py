@@ -13,7 +13,10 @@ from typer.testing import CliRunner
 
 from hdeval.cli import app
 from hdeval.errors import HDEvalError
+from hdeval.report.growth import tree_growth
+from hdeval.report.record import RunRecord
 from hdeval.report.render import write_report
+from hdeval.tree.criteria import CriteriaTree, Criterion
 from tests.report_run import synthetic_run
 
 
@@ -41,14 +44,15 @@ def test_a_full_run_shows_the_verdict_every_section_and_nothing_external(tmp_pat
     assert "paired difference +0.060 [0.02, 0.11]" in verdict
     assert "published peer unieval 0.410 [0.33, 0.49], paired difference +0.040" in verdict
     assert "dhp accepted" in verdict and "baselines accepted" in verdict
-    assert 'id="refused"' not in html and "NOT RUN" not in html
+    assert "Refused" not in html and "NOT RUN" not in html
     images = re.findall(r'<img [^>]*src="([^"]+)"', html)
     assert len(images) == 7 and all(src.startswith("data:image/") for src in images)
     assert not re.search(r'(src|href)="(?!data:|#)', html)  # no file, font or script fetched
     assert "<script" not in html
     assert "unieval (published peer)" in _section(html, "scorers")
     dhp = _section(html, "dhp")
-    assert "reorder_minor: D^EW 0.80 < 1" in dhp and "reorder_minor on coherence (D 0.54)" in dhp
+    assert "Not discerned: reorder_minor: D^EW 0.80 < 1." in dhp  # the probe's scores fell
+    assert "below 1 on an aspect: typo_minor on coherence (D 0.54)." in dhp
     assert "Shipped: linear on likelihood L1" in _section(html, "selection")
     cost = _section(html, "cost")
     assert "2.2 min" in cost and "transformers:hf:test:float32" in cost
@@ -102,10 +106,12 @@ def test_a_run_without_baselines_says_not_run_and_what_runs_it(tmp_path) -> None
 
 def test_a_refused_bundle_shows_why_at_the_top(tmp_path) -> None:
     html = _page(tmp_path, refused=True)
-    banner = _text(html[html.index('id="refused"') : html.index('id="verdict"')])
-    assert "Refused" in banner and "D_min^EW 0.800 < threshold 1.0" in banner
-    assert html.index('id="refused"') < html.index('id="verdict"') < html.index('id="scatter"')
-    assert "REFUSED" in _section(html, "verdict")
+    top = _text(html[: html.index("<nav")])  # above every section
+    assert "Refused: this bundle did not pass its acceptance gates" in top
+    assert "dhp refused DHP refused hdeval: D_min^EW 0.800 < threshold 1.0" in top
+    assert "REFUSED" in top and "ACCEPTED" not in top
+    accepted = _page(tmp_path / "accepted")
+    assert "Refused" not in _text(accepted[: accepted.index("<nav")])
 
 
 def test_hdeval_report_renders_a_run_that_stopped_after_explain(tmp_path) -> None:
@@ -124,3 +130,21 @@ def test_hdeval_report_renders_a_run_that_stopped_after_explain(tmp_path) -> Non
 def test_a_directory_without_a_run_is_a_clear_error(tmp_path) -> None:
     with pytest.raises(HDEvalError, match=r"holds no run: it has neither metrics\.json"):
         write_report(tmp_path)
+
+
+def test_a_tree_that_stopped_says_where_and_why() -> None:
+    stopped = "no scoring mode adds hierarchy.min_mode_gain=0.02 to the CV Pearson at layer 1"
+    reports = [
+        {"layer": 1, "criteria": ["coherence"], "n_features": 3, "cv_pearson": 0.3,
+         "importances": {"coherence": 0.1}, "modes_next": [], "stopped": stopped},
+        {"layer": 2, "criteria": [], "n_features": 3, "cv_pearson": 0.3, "importances": {},
+         "modes_next": [], "stopped": "the tree stopped growing earlier"},
+    ]  # fmt: skip
+    tree = CriteriaTree([Criterion("coherence", "Coherence", "well structured")])
+    record = RunRecord(Path("."), {"held_out": {"hdeval": {}}}, layers=reports, tree=tree)
+    growth = tree_growth(record)
+    assert growth is not None
+    assert growth["stopped"] == f"Growth stopped at layer 1: {stopped}."
+    [node] = growth["nodes"]
+    assert node["status"] == "not decomposed: the tree stopped growing at layer 1"
+    assert node["gain"] == "+0.100"

@@ -56,10 +56,12 @@ def dhp_section(record: RunRecord, scorer: str = "hdeval") -> dict | None:
             )
         elif not probes[name] and _finite(row["D_ew"], math.inf) < threshold:
             section["missed"].append(f"{name}: D^EW {row['D_ew']:.2f} < {threshold:g}")
+        if probes[name] or _finite(row["D_ew"], math.inf) < threshold:
+            continue  # a probe fails on rising scores only; a missed one is listed whole
         for aspect in aspects:
             p = _finite(row[f"p:{aspect}"], math.nan)
-            d = math.log(p) / math.log(0.05) if 0 < p <= 1 else (math.inf if p == 0 else math.nan)
-            if not math.isnan(d) and d < threshold:
+            d = math.log(p) / math.log(0.05) + 0.0 if 0 < p <= 1 else math.nan
+            if d < threshold:
                 section["weak_aspects"].append(f"{name} on {aspect} (D {d:.2f})")
     return section
 

@@ -8,6 +8,8 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import pandas as pd
+
 from hdeval.report.charts import BASELINE, BUNDLE, OTHER, PEER, ScorerPoint, scorers_chart
 from hdeval.report.record import RunRecord
 from hdeval.report.results import (
@@ -125,7 +127,7 @@ def scorers(record: RunRecord) -> dict | None:
     for name in scorer_order(list(dict.fromkeys(average["scorer"]))):
         table = average[average["scorer"] == name]
         cells = [
-            figure_cell(table[(table["level"] == lv) & (table["correlation"] == c)])
+            _split(figure_cell(table[(table["level"] == lv) & (table["correlation"] == c)]))
             for lv, c in COLUMNS
         ]
         entry = dhp.get(name) or {}
@@ -134,7 +136,7 @@ def scorers(record: RunRecord) -> dict | None:
         rows.append(
             {
                 "label": label(name, peer),
-                "n": int(table["n"].iloc[0]),
+                "n": "" if pd.isna(table["n"].iloc[0]) else int(table["n"].iloc[0]),
                 "cells": cells,
                 "dhp": ["" if not entry else "-" if v is None else f"{v:.2f}" for v in ews],
                 "role": role,
@@ -145,9 +147,15 @@ def scorers(record: RunRecord) -> dict | None:
             value, low, high = (float(first[k].iloc[0]) for k in ("value", "ci_low", "ci_high"))
             colour = {"bundle": BUNDLE, "baseline": BASELINE, "peer": PEER}.get(role, OTHER)
             points.append(ScorerPoint(label(name, peer), value, low, high, colour))
-    header = [f"{level} {corr}" for level, corr in COLUMNS]
+    header = list(COLUMNS)
     chart = scorers_chart(points, "held-out dataset Pearson r, averaged over the aspects")
     return {"header": header, "rows": rows, "chart": chart}
+
+
+def _split(cell: str) -> tuple[str, str]:
+    """("0.457", "[0.41, 0.52]") of a table cell: the value and its CI, shown below it."""
+    value, _, ci = cell.partition(" ")
+    return value, ci
 
 
 def selection(metrics: Mapping, limit: int = 12) -> dict:

@@ -26,6 +26,8 @@ LABELS = {
     "likelihood:unconditioned": "GPTScore likelihood, unconditioned",
     "likelihood:source_free": "likelihood without the source (fluency prior)",
     "likelihood:pmi": "PMI with the source (grounding), per token",
+    "likelihood:average": "GPTScore likelihoods averaged into one score",
+    "direct-prompt:average": "direct 1-5 prompts averaged into one score",
     "rouge:rouge1": "ROUGE-1 F1",
     "rouge:rouge2": "ROUGE-2 F1",
     "rouge:rougeL": "ROUGE-L F1",
