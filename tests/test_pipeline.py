@@ -187,6 +187,14 @@ def test_the_report_page_renders_in_a_real_browser(project, tmp_path):
     pixels = imread(shot)
     assert pixels.shape[:2] == (height, 1280)
     assert pixels[..., :3].std() > 0.05  # not a blank page
+    # the evaluate stage's explanations, which the page shows, add up to the bundle's scores
+    predicted = pd.read_csv(root / "work/evaluate/predictions/hdeval.csv", index_col=0)
+    lines = (root / "work/evaluate/explanations.jsonl").read_text().splitlines()
+    assert len(lines) == len(predicted)
+    for row in map(json.loads, lines):
+        for aspect, part in row["explanation"]["aspects"].items():
+            total = part["base"] + sum(part["contributions"].values())
+            assert total == pytest.approx(predicted.at[row["id"], aspect], abs=1e-6)
     again = tmp_path / "again.html"
     _run([str(Path(sys.executable).parent / "hdeval"), "report", ".", "--out", str(again)],
          root, env)  # fmt: skip
