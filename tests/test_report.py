@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import html as entities
 import re
+import shutil
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -17,6 +21,7 @@ from hdeval.report.growth import tree_growth
 from hdeval.report.record import RunRecord
 from hdeval.report.render import write_report
 from hdeval.tree.criteria import CriteriaTree, Criterion
+from tests.code_deps import REPO
 from tests.report_run import synthetic_run
 
 
@@ -148,3 +153,16 @@ def test_a_tree_that_stopped_says_where_and_why() -> None:
     [node] = growth["nodes"]
     assert node["status"] == "not decomposed: the tree stopped growing at layer 1"
     assert node["gain"] == "+0.100"
+
+
+def test_the_template_ships_in_the_wheel(tmp_path) -> None:
+    """The page's template is package data: an installed hdeval renders reports too."""
+    source = tmp_path / "source"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".*", "work", "models", "data"))
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         "-w", str(tmp_path / "wheel"), str(source)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    [wheel] = (tmp_path / "wheel").glob("hdeval-*.whl")
+    assert "hdeval/report/templates/report.html.j2" in zipfile.ZipFile(wheel).namelist()
