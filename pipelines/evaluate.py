@@ -6,7 +6,13 @@ from hdeval.data import load_labels
 from hdeval.export.evaluator import Evaluator
 from hdeval.llm.judge import open_judge
 from hdeval.params import load_params
-from hdeval.report.results import agreement_line, evaluation_plots, layer_summary, stage_cost
+from hdeval.report.results import (
+    agreement_line,
+    evaluation_plots,
+    layer_summary,
+    machine,
+    stage_cost,
+)
 from hdeval.scoring.columns import UNCONDITIONED, Profile
 from hdeval.scoring.criterion_scorer import CriterionScorer
 from hdeval.training.fit import ablation_predictions, agreements
@@ -67,6 +73,7 @@ def main() -> None:
             },
         },
         "rows": {"train": len(train), "test": len(test)},
+        "machine": machine(),
         "left_out": {k: v for r in layers for k, v in r.get("left_out", {}).items()},
     }
     ws.write_json(out / "metrics.json", metrics)

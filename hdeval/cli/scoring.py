@@ -69,7 +69,7 @@ def score(
     from hdeval.cli.score_output import ScoreWriter, check_out_path
     from hdeval.data import load_texts
     from hdeval.errors import JudgeUnavailableError
-    from hdeval.export.evaluator import Evaluator, open_bundle
+    from hdeval.export.evaluator import Evaluator, check_references, open_bundle
     from hdeval.llm.judge import open_judge
     from hdeval.scoring.run import samples_of
 
@@ -77,6 +77,7 @@ def score(
     config = _params(params)
     samples = samples_of(load_texts(inputs, max_field_chars or config.data.max_field_chars).samples)
     bundle = open_bundle(model)
+    check_references(bundle.path, bundle.card, samples)
     if out is not None:
         check_out_path(out, [inputs, model, _params_file(params)])
     writer = ScoreWriter(out, [s.id for s in samples], resume)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -67,12 +68,16 @@ def run_summary(metrics: Mapping, bundle: str) -> str:
 
 
 def baseline_summary(table: pd.DataFrame) -> dict:
-    """``{scorer: {level: {correlation: value}}}`` of the aspect average of a compare table."""
+    """``{scorer: {level: {correlation: value, correlation_ci: [low, high]}}}`` of the aspect
+    average of a compare table (no ``_ci`` where no bootstrap was drawn)."""
     average = table[table["aspect"] == "average"]
     out: dict = {}
     for row in average.itertuples(index=False):
         value = None if math.isnan(row.value) else float(row.value)
-        out.setdefault(row.scorer, {}).setdefault(row.level, {})[row.correlation] = value
+        entry = out.setdefault(row.scorer, {}).setdefault(row.level, {})
+        entry[row.correlation] = value
+        if not (math.isnan(row.ci_low) or math.isnan(row.ci_high)):
+            entry[f"{row.correlation}_ci"] = [float(row.ci_low), float(row.ci_high)]
     return out
 
 
@@ -90,6 +95,36 @@ def llm_totals(stages: Mapping[str, Mapping]) -> dict:
         "cache_hit_rate": hits / (calls + hits) if calls + hits else 1.0,
         "tokens": dict(tokens),
         "seconds": round(seconds, 1),
+    }
+
+
+def peer_summary(verdicts: list[Mapping]) -> dict | None:
+    """The published peer's held-out figure and the bundle's paired difference from it, as the
+    baseline gate stated them (None without a peer)."""
+    figures = next((v["figures"] for v in verdicts if v["gate"] == "baselines"), {})
+    name = figures.get("peer")
+    if name is None:
+        return None
+    paired = next((p for p in figures.get("paired", []) if p["against"] == name), None)
+    return {"name": name, **figures[name], "paired": paired}
+
+
+def machine() -> dict:
+    """The CPU this process runs on, as ``lscpu`` names it (model name, family, model) and the
+    instruction sets the judge's speed depends on."""
+    info: dict[str, str] = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            info.setdefault(key.strip(), value.strip())
+    except OSError:
+        return {"cpu": "an unknown CPU"}
+    flags = set(info.get("flags", "").split())
+    sets = [f for f in ("amx_bf16", "avx512_bf16", "avx512f", "avx2") if f in flags]
+    name = info.get("model name", "unknown")
+    return {
+        "cpu": f"{name} (family {info.get('cpu family')} model {info.get('model')}; "
+        f"{', '.join(sets) or 'no AVX2'}; {os.cpu_count()} cores)",
     }
 
 
@@ -120,6 +155,15 @@ def headline(metrics: Mapping) -> dict:
             gain_low=rounded(paired[0]["ci_low"]),
             gain_high=rounded(paired[0]["ci_high"]),
         )
+    peer = metrics.get("peer")
+    if peer is not None:
+        out["peer_r"] = rounded(peer["value"])
+        if peer.get("paired"):
+            out.update(
+                vs_peer=rounded(peer["paired"]["difference"]),
+                vs_peer_low=rounded(peer["paired"]["ci_low"]),
+                vs_peer_high=rounded(peer["paired"]["ci_high"]),
+            )
     if dhp:
         out["dhp_min_ew"] = rounded(dhp.get("D_min_ew"))
     out.update({f"{gate}_ok": int(v["accepted"]) for gate, v in gates.items()})
@@ -130,6 +174,37 @@ def headline(metrics: Mapping) -> dict:
         minutes=round(llm.get("seconds", 0.0) / 60, 1),
     )
     return out
+
+
+def label_of(name: str) -> str:
+    """A comparison entry's name in words (``without_coverage``: the bundle's columns less that
+    family's)."""
+    if name.startswith("without_") and name not in LABELS:
+        return f"HD-Eval without the {name.removeprefix('without_')} family"
+    return LABELS.get(name, name)
+
+
+def families_markdown(selection: Mapping) -> str:
+    """What each signal family added to the proxy's CV when model selection weighed it
+    (``hierarchy.min_family_gain``), and which were kept."""
+    steps = selection.get("family_steps") or []
+    if not steps:
+        kept = ", ".join(selection.get("families") or []) or "none"
+        return f"Signal families: {kept} (no selection: hierarchy.min_family_gain is null).\n"
+    lines = [
+        "Signal families, added one at a time (the proxy's grouped CV Pearson on the training "
+        "documents; kept while one adds at least hierarchy.min_family_gain):",
+        "",
+        "| family | added to | CV Pearson | gain | kept |",
+        "|---|---|---:|---:|---|",
+    ]
+    for step in steps:
+        added_to = " + ".join(step["with"]) or "the other columns"
+        lines.append(
+            f"| {step['family']} | {added_to} | {step['cv_pearson']:.3f} | {step['gain']:+.3f} "
+            f"| {'yes' if step['kept'] else ''} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def _order(names: list[str]) -> list[str]:
@@ -168,7 +243,7 @@ def results_markdown(table: pd.DataFrame, dhp: Mapping[str, Mapping], metrics: M
             for level, corr in COLUMNS
         ]
         n = int(rows["n"].iloc[0])
-        label = LABELS.get(name, name)
+        label = label_of(name)
         lines.append(f"| {label} | {n} | " + " | ".join(cells + _dhp_cells(name, dhp)) + " |")
     rows = metrics.get("rows", {})
     llm = metrics.get("llm", {})
