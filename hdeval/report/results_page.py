@@ -35,7 +35,8 @@ SHOWN = (
 INTRO = """# Results
 
 Generated from the committed run records (`metrics.json`, `docs/runs/*.json`) by
-`python -m hdeval.report.results_page`; each run's record names its CPU, judge and time.
+`python -m hdeval.report.results_page`; each run's record names its CPU, judge and time
+(`--summary` prints the README's table).
 Held-out documents only; Pearson r averaged over the aspects, with 95 % CIs from a bootstrap
 over held-out documents; a paired difference compares two scorers on the same drawn documents.
 DHP: D = log₀.₀₅ p with expert weights, ≥ 1 means discerned at p < 0.05.
@@ -131,6 +132,35 @@ def run_section(title: str, setup: str, metrics: Mapping) -> str:
     return "\n".join(lines) + "\n"
 
 
+def summary_table(root: Path) -> str:
+    """The README's table: one row per run with a record, the bundle against its best
+    same-judge baseline and the published peer, DHP and time."""
+    lines = [
+        "| run | bundle, held-out r | best same-judge baseline | published peer "
+        "| bundle minus peer, paired | DHP D_min^EW | minutes |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for record, title, _ in RUNS:
+        path = root / record
+        if not path.is_file():
+            continue
+        metrics = json.loads(path.read_text())
+        bundle = metrics["held_out"]["hdeval"]["average"]["dataset"]
+        gate = metrics.get("acceptance", {}).get("baselines", {})
+        best = gate.get("best")
+        baseline = f"{gate[best]['value']:.3f} ({best})" if best in gate else "-"
+        peer = metrics.get("peer")
+        published = f"{peer['value']:.3f} ({peer['name']})" if peer else "none"
+        dhp = metrics.get("dhp", {}).get("hdeval", {}).get("D_min_ew")
+        minutes = metrics["llm"].get("seconds", 0.0) / 60
+        lines.append(
+            f"| {title} | {_ci(bundle)} | {baseline} | {published} | "
+            f"{_paired(peer.get('paired')) if peer else '-'} | "
+            f"{'-' if dhp is None else f'{dhp:.2f}'} | {minutes:.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def results_page(root: Path) -> str:
     """The whole page from the records under ``root``; a run without a record says so."""
     parts = [INTRO]
@@ -144,4 +174,6 @@ def results_page(root: Path) -> str:
 
 
 if __name__ == "__main__":
-    sys.stdout.write(results_page(Path(".")))
+    sys.stdout.write(
+        summary_table(Path(".")) if "--summary" in sys.argv else results_page(Path("."))
+    )

@@ -1,0 +1,31 @@
+"""docs/results.md and the README's results table are generated from the committed run records,
+so no figure is typed twice."""
+
+from __future__ import annotations
+
+import json
+
+from hdeval.report.results_page import results_page, summary_table
+from tests.code_deps import REPO
+
+
+def test_docs_results_is_generated_from_the_run_records() -> None:
+    written = (REPO / "docs" / "results.md").read_text()
+    assert written == results_page(REPO), (
+        "docs/results.md is out of date: python -m hdeval.report.results_page > docs/results.md"
+    )
+
+
+def test_the_readme_shows_the_generated_summary_table() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert summary_table(REPO) in readme, (
+        "README.md's results table is out of date: python -m hdeval.report.results_page --summary"
+    )
+
+
+def test_every_run_record_names_its_cpu_and_time() -> None:
+    records = [REPO / "metrics.json", *sorted((REPO / "docs" / "runs").glob("*.json"))]
+    for path in records:
+        metrics = json.loads(path.read_text())
+        assert "cpu" in metrics.get("machine", {}), path
+        assert metrics["llm"].get("seconds", 0) > 0, path
