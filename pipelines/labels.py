@@ -11,7 +11,7 @@ from hdeval.params import load_params
 
 def main() -> None:
     data = load_params(ws.PARAMS).data
-    manifest = ws.label_manifest([data.path, *data.new_labels])
+    manifest = ws.label_manifest(data.label_files())
     ws.LABELS.parent.mkdir(parents=True, exist_ok=True)
     ws.write_json(ws.LABELS, manifest)
     print(f"label files: {len(manifest['files'])}")
