@@ -158,6 +158,61 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     assert calls["dhp"] == 0 or set(after) - set(before), (calls, before, after)
 
 
+def _estimate(root: Path, env: dict, *extra: str) -> dict:
+    """``hdeval estimate --json`` in ``root``: its figures."""
+    hdeval = str(Path(sys.executable).parent / "hdeval")
+    done = subprocess.run(
+        [hdeval, "estimate", "--json", *extra], cwd=root, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def test_estimate_counts_only_what_dvc_repro_would_re_run(project, tmp_path):
+    """After a finished run `hdeval estimate` charges nothing; after a changed param, only the
+    stage it re-runs, with exactly the calls that stage then makes; after new labels for known
+    texts, every stage they re-run costs nothing (the answers are cached)."""
+    root, env, _, _ = project
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy, symlinks=True)
+    env = {**env, "PYTHONPATH": str(copy), "HDEVAL_CACHE": str(copy / "llm-cache.sqlite")}
+    dvc = str(Path(sys.executable).parent / "dvc")
+    _run([dvc, "repro"], copy, env)  # finished (a no-op after the first test of this module)
+
+    finished = _estimate(copy, env)
+    assert finished["rerun"] == ["labels"]  # the label manifest runs every time, costs nothing
+    for stage in finished["stages"]:
+        assert (stage["calls"], stage["seconds"], stage["at_most"]["calls"]) == (0, 0.0, 0)
+    assert finished["total"]["seconds"] == 0.0 and finished["calibration"]["calls_made"] == 0
+
+    params = yaml.safe_load((copy / "params.yaml").read_text())
+    params["dhp"]["n_texts"] = 3
+    (copy / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    before = _estimate(copy, env)  # calibrated on the dhp stage's own first texts
+    assert before["rerun"] == ["labels", "dhp", "acceptance", "report"]
+    stages = {s["stage"]: s for s in before["stages"]}
+    assert [n for n, s in stages.items() if s["rerun"]] == ["dhp"]
+    assert all(s["calls"] == s["seconds"] == 0 for n, s in stages.items() if n != "dhp")
+    assert stages["dhp"]["seconds"] > 0 and stages["dhp"]["calls"] > 0
+    made = before["calibration"]["calls_made"]
+    left = {s["stage"]: s for s in _estimate(copy, env, "--no-calibrate")["stages"]}["dhp"]
+    assert left["calls"] == stages["dhp"]["calls"] - made
+    again = _run([dvc, "repro"], copy, env)
+    assert re.findall(r"Running stage '([^']+)'", again) == before["rerun"]
+    spent = json.loads((copy / "work/dhp/summary.json").read_text())["llm"]
+    assert spent["llm_calls"] == left["calls"]
+    assert abs(spent["tokens"]["prompt"] - left["prompt_tokens"]) <= 0.1 * left["prompt_tokens"]
+
+    known = [json.loads(line) for line in (copy / "work/prepared/train.jsonl").open()][:2]
+    relabelled = [{**r, "scores": {**r["scores"], "coherence": 1.0}} for r in known]
+    (copy / "relabelled.jsonl").write_text("".join(json.dumps(r) + "\n" for r in relabelled))
+    params["data"]["new_labels"] = [*params["data"]["new_labels"], "relabelled.jsonl"]
+    (copy / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    relabel = _estimate(copy, env, "--no-calibrate")
+    assert {"prepare", "layer@1", "train", "evaluate", "dhp"} <= set(relabel["rerun"])
+    assert [s["calls"] for s in relabel["stages"]] == [0] * len(relabel["stages"])
+
+
 def _score(root: Path, env: dict, texts: Path, out: Path, *extra: str) -> list[dict]:
     hdeval = str(Path(sys.executable).parent / "hdeval")
     _run([hdeval, "score", "--model", "models/evaluator", str(texts), "--out", str(out), *extra],
