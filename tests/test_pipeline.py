@@ -213,6 +213,41 @@ def test_estimate_counts_only_what_dvc_repro_would_re_run(project, tmp_path):
     assert [s["calls"] for s in relabel["stages"]] == [0] * len(relabel["stages"])
 
 
+def test_the_report_page_renders_in_a_real_browser(project, tmp_path):
+    """The report stage's report.html of the real run, opened in headless Chromium: its charts
+    load from data URIs, nothing else is requested, the console shows no error and the page is
+    laid out (a screenshot is saved); ``hdeval report`` renders the same page again."""
+    from matplotlib.image import imread
+
+    from tests.browser import Browser
+
+    root, env, _, _ = project
+    _run([str(Path(sys.executable).parent / "dvc"), "repro"], root, env)  # done: a no-op
+    page = root / "report.html"
+    assert 100_000 < page.stat().st_size < 20 * 2**20
+    with Browser(tmp_path / "profile", width=1280) as browser:
+        browser.open(page.as_uri())
+        loaded = browser.evaluate(
+            "Array.from(document.images).filter(i => i.complete && i.naturalWidth > 0"
+            " && i.src.startsWith('data:image/')).length"
+        )
+        assert loaded >= 4  # predicted vs human, every scorer, SHAP bar and beeswarm, DHP
+        assert browser.console_errors() == []
+        assert {u for u in browser.requested() if not u.startswith("data:")} == {page.as_uri()}
+        width, height = browser.evaluate(
+            "[document.documentElement.scrollWidth, document.documentElement.scrollHeight]"
+        )
+        assert width <= 1280 and height > 3000  # no sideways scrolling; every section below
+        shot = browser.screenshot(tmp_path / "report.png")
+    pixels = imread(shot)
+    assert pixels.shape[:2] == (height, 1280)
+    assert pixels[..., :3].std() > 0.05  # not a blank page
+    again = tmp_path / "again.html"
+    _run([str(Path(sys.executable).parent / "hdeval"), "report", ".", "--out", str(again)],
+         root, env)  # fmt: skip
+    assert again.read_bytes() == page.read_bytes()
+
+
 def _score(root: Path, env: dict, texts: Path, out: Path, *extra: str) -> list[dict]:
     hdeval = str(Path(sys.executable).parent / "hdeval")
     _run([hdeval, "score", "--model", "models/evaluator", str(texts), "--out", str(out), *extra],
@@ -255,7 +290,8 @@ def test_hdeval_train_runs_dvc_yamls_stages_without_dvc(project, tmp_path):
     its order and writes what ``dvc repro`` wrote (the same held-out scores, from the cache);
     with ``--params`` naming a stricter acceptance, the refusal is exit 2 and the bundle stays."""
     root, env, _, params = project
-    outputs = {".dvc", "dvc.lock", "work", "models", "plots", "metrics.json", "results.md"}
+    outputs = {".dvc", "dvc.lock", "work", "models", "plots", "metrics.json", "results.md",
+               "headline.json", "report.html"}  # fmt: skip
     copy = tmp_path / "copy"
 
     def ignore(folder: str, names: list[str]):
