@@ -142,7 +142,8 @@ def baseline_verdict(
         return Verdict("baselines", False, f"baselines refused {scorer}: it has no {what}{note}")
     name = _best(rows, settings.baselines)
     reference = _best(rows, REFERENCE_BASED)
-    figures: dict = {scorer: asdict(own)}
+    figures: dict = {"level": settings.level, "correlation": settings.correlation}
+    figures[scorer] = asdict(own)
     extra = ""
     if reference is not None:
         ref = _figure(rows, reference)

@@ -14,7 +14,7 @@ from hdeval.params import load_params
 def main() -> None:
     params = load_params(ws.PARAMS)
     data, peer = params.data, params.evaluate.peer
-    manifest = ws.label_manifest([data.path, *data.new_labels])
+    manifest = ws.label_manifest(data.label_files())
     ws.LABELS.parent.mkdir(parents=True, exist_ok=True)
     ws.write_json(ws.LABELS, manifest)
     found = peer is not None and peer.path.is_file()

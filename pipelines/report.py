@@ -1,24 +1,24 @@
 """Stage report: metrics.json (held-out agreement, ablations, baselines, DHP, model selection,
-acceptance verdicts, LLM cost), its headline numbers for `dvc exp show` (headline.json) and the
-results table results.md."""
+acceptance verdicts, LLM cost), its headline numbers for `dvc exp show` (headline.json), the
+results table results.md and the self-contained page report.html."""
+
+from pathlib import Path
 
 import pandas as pd
 
 from hdeval import workspace as ws
+from hdeval.report.render import write_report
 from hdeval.report.results import (
     acceptance_markdown,
-    baseline_summary,
     families_markdown,
-    headline,
     layers_markdown,
     left_out_markdown,
-    llm_totals,
-    peer_summary,
     reading_markdown,
     results_markdown,
     run_summary,
     selection_markdown,
 )
+from hdeval.report.summary import baseline_summary, headline, llm_totals, peer_summary
 
 
 def main() -> None:
@@ -57,6 +57,7 @@ def main() -> None:
     text += "\n" + reading_markdown(pd.read_csv(ws.EXPLAIN / "mean_abs_shap.csv", index_col=0))
     text += "\n" + layers_markdown(metrics["layers"])
     ws.RESULTS.write_text(text)
+    write_report(Path("."))
     print(run_summary(metrics, str(ws.BUNDLE)))
 
 

@@ -158,6 +158,96 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     assert calls["dhp"] == 0 or set(after) - set(before), (calls, before, after)
 
 
+def _estimate(root: Path, env: dict, *extra: str) -> dict:
+    """``hdeval estimate --json`` in ``root``: its figures."""
+    hdeval = str(Path(sys.executable).parent / "hdeval")
+    done = subprocess.run(
+        [hdeval, "estimate", "--json", *extra], cwd=root, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def test_estimate_counts_only_what_dvc_repro_would_re_run(project, tmp_path):
+    """After a finished run `hdeval estimate` charges nothing; after a changed param, only the
+    stage it re-runs, with exactly the calls that stage then makes; after new labels for known
+    texts, every stage they re-run costs nothing (the answers are cached)."""
+    root, env, _, _ = project
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy, symlinks=True)
+    env = {**env, "PYTHONPATH": str(copy), "HDEVAL_CACHE": str(copy / "llm-cache.sqlite")}
+    dvc = str(Path(sys.executable).parent / "dvc")
+    _run([dvc, "repro"], copy, env)  # finished (a no-op after the first test of this module)
+
+    finished = _estimate(copy, env)
+    assert finished["rerun"] == ["labels"]  # the label manifest runs every time, costs nothing
+    for stage in finished["stages"]:
+        assert (stage["calls"], stage["seconds"], stage["at_most"]["calls"]) == (0, 0.0, 0)
+    assert finished["total"]["seconds"] == 0.0 and finished["calibration"]["calls_made"] == 0
+
+    params = yaml.safe_load((copy / "params.yaml").read_text())
+    params["dhp"]["n_texts"] = 3
+    (copy / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    before = _estimate(copy, env)  # calibrated on the dhp stage's own first texts
+    assert before["rerun"] == ["labels", "dhp", "acceptance", "report"]
+    stages = {s["stage"]: s for s in before["stages"]}
+    assert [n for n, s in stages.items() if s["rerun"]] == ["dhp"]
+    assert all(s["calls"] == s["seconds"] == 0 for n, s in stages.items() if n != "dhp")
+    assert stages["dhp"]["seconds"] > 0 and stages["dhp"]["calls"] > 0
+    made = before["calibration"]["calls_made"]
+    left = {s["stage"]: s for s in _estimate(copy, env, "--no-calibrate")["stages"]}["dhp"]
+    assert left["calls"] == stages["dhp"]["calls"] - made
+    again = _run([dvc, "repro"], copy, env)
+    assert re.findall(r"Running stage '([^']+)'", again) == before["rerun"]
+    spent = json.loads((copy / "work/dhp/summary.json").read_text())["llm"]
+    assert spent["llm_calls"] == left["calls"]
+    assert abs(spent["tokens"]["prompt"] - left["prompt_tokens"]) <= 0.1 * left["prompt_tokens"]
+
+    known = [json.loads(line) for line in (copy / "work/prepared/train.jsonl").open()][:2]
+    relabelled = [{**r, "scores": {**r["scores"], "coherence": 1.0}} for r in known]
+    (copy / "relabelled.jsonl").write_text("".join(json.dumps(r) + "\n" for r in relabelled))
+    params["data"]["new_labels"] = [*params["data"]["new_labels"], "relabelled.jsonl"]
+    (copy / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    relabel = _estimate(copy, env, "--no-calibrate")
+    assert {"prepare", "layer@1", "train", "evaluate", "dhp"} <= set(relabel["rerun"])
+    assert [s["calls"] for s in relabel["stages"]] == [0] * len(relabel["stages"])
+
+
+def test_the_report_page_renders_in_a_real_browser(project, tmp_path):
+    """The report stage's report.html of the real run, opened in headless Chromium: its charts
+    load from data URIs, nothing else is requested, the console shows no error and the page is
+    laid out (a screenshot is saved); ``hdeval report`` renders the same page again."""
+    from matplotlib.image import imread
+
+    from tests.browser import Browser
+
+    root, env, _, _ = project
+    _run([str(Path(sys.executable).parent / "dvc"), "repro"], root, env)  # done: a no-op
+    page = root / "report.html"
+    assert 100_000 < page.stat().st_size < 20 * 2**20
+    with Browser(tmp_path / "profile", width=1280) as browser:
+        browser.open(page.as_uri())
+        loaded = browser.evaluate(
+            "Array.from(document.images).filter(i => i.complete && i.naturalWidth > 0"
+            " && i.src.startsWith('data:image/')).length"
+        )
+        assert loaded >= 4  # predicted vs human, every scorer, SHAP bar and beeswarm, DHP
+        assert browser.console_errors() == []
+        assert {u for u in browser.requested() if not u.startswith("data:")} == {page.as_uri()}
+        width, height = browser.evaluate(
+            "[document.documentElement.scrollWidth, document.documentElement.scrollHeight]"
+        )
+        assert width <= 1280 and height > 3000  # no sideways scrolling; every section below
+        shot = browser.screenshot(tmp_path / "report.png")
+    pixels = imread(shot)
+    assert pixels.shape[:2] == (height, 1280)
+    assert pixels[..., :3].std() > 0.05  # not a blank page
+    again = tmp_path / "again.html"
+    _run([str(Path(sys.executable).parent / "hdeval"), "report", ".", "--out", str(again)],
+         root, env)  # fmt: skip
+    assert again.read_bytes() == page.read_bytes()
+
+
 def _score(root: Path, env: dict, texts: Path, out: Path, *extra: str) -> list[dict]:
     hdeval = str(Path(sys.executable).parent / "hdeval")
     _run([hdeval, "score", "--model", "models/evaluator", str(texts), "--out", str(out), *extra],
@@ -200,7 +290,8 @@ def test_hdeval_train_runs_dvc_yamls_stages_without_dvc(project, tmp_path):
     its order and writes what ``dvc repro`` wrote (the same held-out scores, from the cache);
     with ``--params`` naming a stricter acceptance, the refusal is exit 2 and the bundle stays."""
     root, env, _, params = project
-    outputs = {".dvc", "dvc.lock", "work", "models", "plots", "metrics.json", "results.md"}
+    outputs = {".dvc", "dvc.lock", "work", "models", "plots", "metrics.json", "results.md",
+               "headline.json", "report.html"}  # fmt: skip
     copy = tmp_path / "copy"
 
     def ignore(folder: str, names: list[str]):

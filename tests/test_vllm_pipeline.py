@@ -69,7 +69,10 @@ def test_whole_pipeline_on_vllm_with_likelihoods(tmp_path, vllm_server, embedded
         features[[*signals, *families, "prompt:naturalness", "len.words:_text"]].notna().all().all()
     )
     card = json.loads((root / "models/evaluator/card.json").read_text())
-    assert card["llm_identity"] == f"openai-compatible:{vllm_server}:{MODEL_ALIAS}@{embedded_dir}"
+    reported = {"max_model_len": 2048, "root": str(embedded_dir)}
+    assert card["llm_identity"] == f"openai-compatible:{vllm_server}:{MODEL_ALIAS}" + json.dumps(
+        reported, sort_keys=True, separators=(",", ":")
+    )
     assert card["llm_precision"] is None and card["source_free"] and card["length"]
     assert metrics["llm"]["llm_calls"] > 0
 

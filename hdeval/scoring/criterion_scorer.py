@@ -18,7 +18,7 @@ import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -73,6 +73,17 @@ class Request:
     suffix: str
 
 
+class PlannedPass(NamedTuple):
+    """One pass of :meth:`CriterionScorer.score` over one sample, as planned: the shared
+    segments, the continuation (a likelihood's text) and the requests on them."""
+
+    sample: Sample
+    kind: Pass
+    segments: list[str]
+    continuation: str
+    requests: list[Request]
+
+
 class CriterionScorer:
     """Scores samples on criteria of a tree through a :class:`CachedJudge`."""
 
@@ -117,21 +128,21 @@ class CriterionScorer:
             for name, text in pairs
         ]
 
-    def plan(
-        self, samples: Any, tree: CriteriaTree
-    ) -> list[tuple[Pass, list[str], str, list[Request]]]:
-        """Every request :meth:`score` makes for ``samples`` on all of ``tree``, before any cut
-        to the judge's context: per sample and mode, the shared segments, the continuation and
-        the requests (what ``hdeval estimate`` counts)."""
+    def plan(self, samples: Any, tree: CriteriaTree) -> list[PlannedPass]:
+        """Every pass :meth:`score` makes over ``samples`` on all of ``tree``, with its
+        requests, before any cut to the judge's context (what ``hdeval estimate`` counts)."""
         planned = []
         for sample in samples_of(samples):
             for kind, criteria in self._passes(list(tree)):
                 segments, continuation = self._layout(kind, sample.source, sample.output)
                 requests = self._requests(kind, tree, criteria, segments, continuation)
-                planned.append((kind, segments, continuation, requests))
+                planned.append(PlannedPass(sample, kind, segments, continuation, requests))
             for r in self.families.requests(sample):
                 request = Request(r.family, r.key, r.spec.instruction)
-                planned.append(("family", list(r.spec.segments), r.spec.continuation, [request]))
+                segments = list(r.spec.segments)
+                planned.append(
+                    PlannedPass(sample, "family", segments, r.spec.continuation, [request])
+                )
         return planned
 
     # ----------------------------------------------------------------- main loop
@@ -291,7 +302,7 @@ class CriterionScorer:
         try:
             fitted = fit_to_context(sample.source, output, prompt_tokens, backend)
         except ContextOverflow as exc:
-            self.judge.record_failures(_kind(kind), {r.key: str(exc) for r in requests})
+            self.judge.record_failures(cache_kind(kind), {r.key: str(exc) for r in requests})
             with run.lock:
                 run.failures += [ScoringFailure(sample.id, r.column, str(exc)) for r in requests]
             return None
@@ -332,6 +343,6 @@ class CriterionScorer:
         return results
 
 
-def _kind(kind: Pass) -> str:
-    """The result-cache kind of a pass's requests."""
+def cache_kind(kind: Pass) -> str:
+    """The result-cache kind of a pass's requests: digits for a prompt, else a likelihood."""
     return DIGITS if kind == "prompt" else LOGLIK
