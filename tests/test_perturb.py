@@ -274,7 +274,7 @@ def test_task_sets_follow_dhp_table_2():
 
 def test_default_set_has_all_dhp_perturbations_and_the_probe():
     names = [p.name for p in summary_perturbations()]
-    assert len(names) == 13 and len(set(names)) == 13
+    assert len(names) == 14 and len(set(names)) == 14  # DHP's 12, our first_half, the probe
     assert names[-1] == "instruction_injection"
     levels = [p.level for p in summary_perturbations(probes=False)]
     assert levels == sorted(levels, key=["character", "word", "sentence"].index)
@@ -285,6 +285,7 @@ def test_default_set_has_all_dhp_perturbations_and_the_probe():
         "typo_major",
         "reorder_minor",
         "reorder_major",
+        "first_half",
     ]
     with pytest.raises(ConfigError):
         CharacterDeletion("medium")  # type: ignore[arg-type]
