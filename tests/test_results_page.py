@@ -29,3 +29,17 @@ def test_every_run_record_names_its_cpu_and_time() -> None:
         metrics = json.loads(path.read_text())
         assert "cpu" in metrics.get("machine", {}), path
         assert metrics["llm"].get("seconds", 0) > 0, path
+
+
+def test_the_headline_is_a_few_numbers_of_the_full_record() -> None:
+    """headline.json (the DVC metrics file) holds at most 25 numbers, all from metrics.json."""
+    from hdeval.report.summary import headline
+
+    metrics = json.loads((REPO / "metrics.json").read_text())
+    numbers = headline(metrics)
+    assert len(numbers) <= 25
+    assert all(isinstance(v, int | float) or v is None for v in numbers.values())
+    assert numbers["r"] == round(metrics["held_out"]["hdeval"]["average"]["dataset"]["pearson"], 4)
+    assert numbers["test_rows"] == metrics["rows"]["test"]
+    written = json.loads((REPO / "headline.json").read_text())
+    assert written == numbers  # the committed file is the committed record's headline
