@@ -10,7 +10,11 @@ from hdeval.explain.runtime import explain_scores
 from hdeval.export.evaluator import Evaluator
 from hdeval.llm.judge import open_judge
 from hdeval.params import load_params
-from hdeval.report.results import agreement_line, evaluation_plots, layer_summary, stage_cost
+from hdeval.report.results import (
+    agreement_line,
+    evaluation_plots,
+)
+from hdeval.report.summary import layer_summary, machine, stage_cost
 from hdeval.scoring.columns import UNCONDITIONED, Profile
 from hdeval.scoring.criterion_scorer import CriterionScorer
 from hdeval.training.fit import ablation_predictions, agreements
@@ -75,6 +79,7 @@ def main() -> None:
             },
         },
         "rows": {"train": len(train), "test": len(test)},
+        "machine": machine(),
         "left_out": {k: v for r in layers for k, v in r.get("left_out", {}).items()},
     }
     ws.write_json(out / "metrics.json", metrics)

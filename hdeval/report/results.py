@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -68,70 +67,35 @@ def run_summary(metrics: Mapping, bundle: str) -> str:
     )
 
 
-def baseline_summary(table: pd.DataFrame) -> dict:
-    """``{scorer: {level: {correlation: value}}}`` of the aspect average of a compare table."""
-    average = table[table["aspect"] == "average"]
-    out: dict = {}
-    for row in average.itertuples(index=False):
-        value = None if math.isnan(row.value) else float(row.value)
-        out.setdefault(row.scorer, {}).setdefault(row.level, {})[row.correlation] = value
-    return out
+def label_of(name: str) -> str:
+    """A comparison entry's name in words (``without_coverage``: the bundle's columns less that
+    family's)."""
+    if name.startswith("without_") and name not in LABELS:
+        return f"HD-Eval without the {name.removeprefix('without_')} family"
+    return LABELS.get(name, name)
 
 
-def llm_totals(stages: Mapping[str, Mapping]) -> dict:
-    """LLM calls, cache hits and model tokens summed over the stages, and the overall hit rate."""
-    calls = sum(int(s["llm_calls"]) for s in stages.values())
-    hits = sum(int(s["cache_hits"]) for s in stages.values())
-    seconds = sum(float(s.get("seconds", 0.0)) for s in stages.values())
-    tokens: Counter[str] = Counter()
-    for stage in stages.values():
-        tokens.update(stage["tokens"])
-    return {
-        "llm_calls": calls,
-        "cache_hits": hits,
-        "cache_hit_rate": hits / (calls + hits) if calls + hits else 1.0,
-        "tokens": dict(tokens),
-        "seconds": round(seconds, 1),
-    }
-
-
-def headline(metrics: Mapping) -> dict:
-    """The few numbers ``dvc exp show`` compares across runs (``headline.json``): held-out r of
-    the bundle with its CI and at summary level, its paired gain over the best same-judge
-    baseline, DHP D_min^EW, the gates (1 accepted, 0 refused), rows, LLM calls and minutes."""
-    average = metrics["held_out"]["hdeval"]["average"]
-    dataset, summary = average["dataset"], average["summary"]
-    gates = metrics.get("acceptance", {})
-    baselines = gates.get("baselines", {})
-    paired = [p for p in baselines.get("paired", []) if p["against"] == baselines.get("best")]
-    dhp = metrics.get("dhp", {}).get("hdeval", {})
-    llm = metrics["llm"]
-
-    def rounded(value: float | None) -> float | None:
-        return None if value is None or value != value else round(float(value), 4)
-
-    out: dict = {
-        "r": rounded(dataset["pearson"]),
-        "r_low": rounded(dataset["pearson_ci"][0]),
-        "r_high": rounded(dataset["pearson_ci"][1]),
-        "summary_r": rounded(summary["pearson"]),
-    }
-    if paired:
-        out.update(
-            gain=rounded(paired[0]["difference"]),
-            gain_low=rounded(paired[0]["ci_low"]),
-            gain_high=rounded(paired[0]["ci_high"]),
+def families_markdown(selection: Mapping) -> str:
+    """What each signal family added to the proxy's CV when model selection weighed it
+    (``hierarchy.min_family_gain``), and which were kept."""
+    steps = selection.get("family_steps") or []
+    if not steps:
+        kept = ", ".join(selection.get("families") or []) or "none"
+        return f"Signal families: {kept} (no selection: hierarchy.min_family_gain is null).\n"
+    lines = [
+        "Signal families, added one at a time (the proxy's grouped CV Pearson on the training "
+        "documents; kept while one adds at least hierarchy.min_family_gain):",
+        "",
+        "| family | added to | CV Pearson | gain | kept |",
+        "|---|---|---:|---:|---|",
+    ]
+    for step in steps:
+        added_to = " + ".join(step["with"]) or "the other columns"
+        lines.append(
+            f"| {step['family']} | {added_to} | {step['cv_pearson']:.3f} | {step['gain']:+.3f} "
+            f"| {'yes' if step['kept'] else ''} |"
         )
-    if dhp:
-        out["dhp_min_ew"] = rounded(dhp.get("D_min_ew"))
-    out.update({f"{gate}_ok": int(v["accepted"]) for gate, v in gates.items()})
-    out.update(
-        train_rows=metrics["rows"]["train"],
-        test_rows=metrics["rows"]["test"],
-        llm_calls=llm["llm_calls"],
-        minutes=round(llm.get("seconds", 0.0) / 60, 1),
-    )
-    return out
+    return "\n".join(lines) + "\n"
 
 
 def scorer_order(names: list[str]) -> list[str]:
@@ -172,7 +136,7 @@ def results_markdown(table: pd.DataFrame, dhp: Mapping[str, Mapping], metrics: M
             for level, corr in COLUMNS
         ]
         n = int(rows["n"].iloc[0])
-        label = LABELS.get(name, name)
+        label = label_of(name)
         lines.append(f"| {label} | {n} | " + " | ".join(cells + _dhp_cells(name, dhp)) + " |")
     rows = metrics.get("rows", {})
     llm = metrics.get("llm", {})
@@ -240,13 +204,6 @@ def acceptance_markdown(verdicts: list[Mapping]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def layer_summary(report: Mapping) -> dict:
-    """What a layer's report says about the tree's growth: proxy CV Pearson, features, the modes
-    scored, what each mode added to the CV (``hierarchy.min_mode_gain``) and why it stopped."""
-    keys = ("cv_pearson", "n_features", "modes", "mode_gains", "modes_next", "stopped")
-    return {k: report.get(k) for k in keys}
-
-
 def layers_markdown(layers: Mapping[str, Mapping]) -> str:
     """One line per layer: features, proxy CV Pearson, modes scored and what each added."""
     lines = [
@@ -265,12 +222,6 @@ def layers_markdown(layers: Mapping[str, Mapping]) -> str:
             line += f"; {layer['stopped']}"
         lines.append(line)
     return "\n".join(lines) + "\n"
-
-
-def stage_cost(report: Mapping) -> dict:
-    """The LLM cost figures of a stage's report, and its time where the report has it."""
-    keys = ("llm_calls", "cache_hits", "cache_hit_rate", "tokens", "seconds")
-    return {k: report[k] for k in keys if k in report}
 
 
 def evaluation_plots(predicted: pd.DataFrame, test, layers: list[dict], out: Path) -> None:
