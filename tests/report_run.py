@@ -140,6 +140,7 @@ def synthetic_run(
                            "evaluate": {"llm_calls": 7, "cache_hits": 2, "seconds": 130.0,
                                         "tokens": {"prompt": 300, "completion": 0, "reused": 9}}}},
         "rows": {"train": 24, "test": len(ids)},
+        "machine": {"cpu": "Test CPU (family 6 model 1; avx2; 2 cores)"},
         "left_out": {},
     }  # fmt: skip
     _write(root / "work/evaluate/metrics.json", json.dumps(evaluation))

@@ -60,7 +60,7 @@ def test_a_full_run_shows_the_verdict_every_section_and_nothing_external(tmp_pat
     assert "below 1 on an aspect: typo_minor on coherence (D 0.54)." in dhp
     assert "Shipped: linear on likelihood L1" in _section(html, "selection")
     cost = _section(html, "cost")
-    assert "2.2 min" in cost and "transformers:hf:test:float32" in cost
+    assert "2.2 min" in cost and "transformers:hf:test:float32 on Test CPU (family 6" in cost
 
 
 def test_the_texts_with_the_largest_errors_come_worst_first_with_their_explanation(

@@ -203,6 +203,7 @@ def cost(record: RunRecord) -> dict:
         "rows": rows,
         "total": total,
         "identity": llm.get("identity", "n/a"),
+        "cpu": record.metrics.get("machine", {}).get("cpu"),
         "decomposers": decomposers,
         "failed": llm.get("failed_scores"),
         "truncated": llm.get("truncated_samples"),
