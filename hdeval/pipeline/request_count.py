@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from hdeval.errors import JudgeUnavailableError
+from hdeval.errors import HDEvalError, JudgeUnavailableError
 from hdeval.llm.judge import CachedJudge
 from hdeval.llm.types import ContextLimited, LogLikelihood
 from hdeval.params import Params
 from hdeval.scoring.criterion_scorer import PlannedPass, cache_kind
 from hdeval.tree.criteria import CriteriaTree, Criterion
 from hdeval.tree.decompose import CACHE_KIND, decompose
-from hdeval.tree.decomposition_prompt import TEMPLATE_VERSION, decomposition_prompt
+from hdeval.tree.decomposition_prompt import TEMPLATE_VERSION
 
 CHARS_PER_TOKEN = 4  # for a server, whose tokenizer hdeval cannot run
 GENERATE = "generate"
@@ -74,13 +74,16 @@ class Probes:
 
 
 class _CacheOnly:
-    """A backend that answers nothing: decomposing through it shows what the cache knows."""
+    """A backend that answers nothing: decomposing through it shows what the cache knows, and
+    ``missing`` is the first prompt it had no reply for."""
 
     def __init__(self, backend) -> None:
         self.identity = backend.identity
         self.tokens = backend.tokens
+        self.missing: str | None = None
 
     def generate(self, prompt: str, max_new_tokens: int = 512) -> str:
+        self.missing = prompt
         raise JudgeUnavailableError("not in the cache")
 
 
@@ -134,40 +137,37 @@ class Planner:
     def grow(
         self, cost: StageCost, tree: CriteriaTree, node_ids: Sequence[str], params: Params
     ) -> tuple[CriteriaTree, bool]:
-        """``tree`` decomposed at ``node_ids`` and whether that is the real tree: from cached
-        replies where every one is cached, else with ``hierarchy.children`` stand-in criteria
-        per node, one decomposition call each counted (a reply that does not parse is asked
-        again, up to 6 times)."""
+        """``tree`` decomposed at ``node_ids``, and whether that is the tree the run will have.
+        A node whose replies are cached gets its real criteria; any other costs the reply it
+        lacks (one call; a reply that does not parse is asked again, up to 6 times in all) and
+        gets ``hierarchy.children`` stand-ins, as long as it is defined."""
         description, k = params.task.description, params.hierarchy.children
         writer = self.decomposer
-        try:
-            cache_only = CachedJudge(_CacheOnly(writer.backend), writer.cache)
-            return decompose(tree, node_ids, cache_only, description, k), True
-        except JudgeUnavailableError:
-            pass
-        nodes = list(tree)
-        for node_id in node_ids:
-            node = tree.get(node_id)
-            if node.decomposed or tree.children(node_id):
+        asked = _CacheOnly(writer.backend)
+        cache_only = CachedJudge(asked, writer.cache)
+        stand_ins: list[Criterion] = []
+        for node_id in dict.fromkeys(node_ids):
+            try:
+                tree = decompose(tree, [node_id], cache_only, description, k)
+            except JudgeUnavailableError:
+                assert asked.missing is not None
+                key = writer.key(CACHE_KIND, TEMPLATE_VERSION, asked.missing)
+                if key not in self.seen:
+                    self.seen.add(key)
+                    self.probes.add_generation(writer, asked.missing)
+                    cost.calls[GENERATE] += 1
+                    cost.tokens[GENERATE] += self._tokens(writer, cost, [], asked.missing, "")
+                node = tree.get(node_id)
+                stand_ins += [
+                    Criterion(
+                        f"{node_id}.estimate_{i}", f"{node.name}, part {i}", node.definition,
+                        node_id, node.layer + 1,
+                    )
+                    for i in range(1, k + 1)
+                ]  # fmt: skip
+            except HDEvalError:  # no usable reply in any attempt: it stays a leaf, as in the run
                 continue
-            prompt = decomposition_prompt(description, node, tree.parent(node), k)
-            key = writer.key(CACHE_KIND, TEMPLATE_VERSION, prompt)
-            if key not in self.seen and writer.cache.get(key) is None:
-                self.seen.add(key)
-                self.probes.add_generation(writer, prompt)
-                cost.calls[GENERATE] += 1
-                cost.tokens[GENERATE] += self._tokens(writer, cost, [], prompt, "")
-            nodes += [
-                Criterion(
-                    f"{node_id}.estimate_{i}",
-                    f"criterion {i} of {node.name}",
-                    f"a part of {node.name} to be decomposed",
-                    node_id,
-                    node.layer + 1,
-                )
-                for i in range(1, k + 1)
-            ]
-        return CriteriaTree(nodes), False
+        return CriteriaTree([*tree, *stand_ins]), not stand_ins
 
     def _length(self, judge: CachedJudge, text: str) -> int:
         key = (judge.identity, text)
