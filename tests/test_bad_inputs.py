@@ -180,9 +180,38 @@ def test_score_out_checked_before_scoring(project):
     assert (project / "other.jsonl").read_text() == other
 
 
+def scored(project: Path, row_id: str, scores: dict, bundle: str = "bundle") -> dict:
+    """A row of ``hdeval score`` output, as ``bundle`` (a directory in ``project``) wrote it."""
+    card = json.loads((project / bundle / "card.json").read_text())
+    origin = {"path": bundle, "card_sha256": card["card_sha256"]}
+    return {"id": row_id, "scores": scores, "criteria": {}, "bundle": origin, "judge": "j"}
+
+
+def test_resume_refuses_a_file_another_bundle_wrote(project):
+    """Resuming with another bundle would mix two evaluators' scores in one file: refused,
+    naming both bundles, before the judge is opened, and the file is left as it is."""
+    make_bundle(project / "old", identity="transformers:old-judge:0123456789abcdef:float32")
+    theirs = json.dumps(scored(project, "t0", {"coherence": 3.0, "fluency": 4.0}, "old")) + "\n"
+    (project / "out.jsonl").write_text(theirs)
+    args = ["score", "in.jsonl", "--model", "bundle", "--out", "out.jsonl", "--resume"]
+    ours = json.loads((project / "bundle" / "card.json").read_text())["card_sha256"]
+    old = json.loads(theirs)["bundle"]["card_sha256"]
+    refused(
+        run(args, project),
+        f"line 1 was scored by the bundle old (card sha256 {old[:12]})",
+        f"this run scores with bundle (card sha256 {ours[:12]})",
+        "not resuming",
+    )
+    assert (project / "out.jsonl").read_text() == theirs
+    unnamed = '{"id": "t0", "scores": {"coherence": 3.0, "fluency": 4.0}}\n'
+    (project / "out.jsonl").write_text(unnamed)
+    refused(run(args, project), "line 1 was scored by the bundle an unnamed bundle")
+    assert (project / "out.jsonl").read_text() == unnamed
+
+
 def test_resume_of_a_finished_file_loads_no_judge(project):
     """Every row already scored: nothing to do, and the (missing) judge is never opened."""
-    row = {"id": "t0", "scores": {"coherence": 3.0, "fluency": 4.0}, "criteria": {}}
+    row = scored(project, "t0", {"coherence": 3.0, "fluency": 4.0})
     done_rows = json.dumps(row) + "\n" + json.dumps({**row, "id": "t1"}) + "\n"
     (project / "out.jsonl").write_text(done_rows + '{"id": "t')  # cut off by a kill
     done = run(
@@ -193,17 +222,18 @@ def test_resume_of_a_finished_file_loads_no_judge(project):
 
 
 def test_resume_scores_again_a_row_left_without_a_score(project):
-    """A row with a null score is dropped from the file and its text queued again (here the
-    judge then cannot be opened: the file keeps the scored row only)."""
-    row = {"id": "t0", "scores": {"coherence": 3.0, "fluency": 4.0}, "criteria": {}}
+    """A row with a null score is queued again, and dropped from the file once the judge is
+    open. Here the judge cannot be opened: the file is left as it was."""
+    row = scored(project, "t0", {"coherence": 3.0, "fluency": 4.0})
     failed = {**row, "id": "t1", "scores": {"coherence": None, "fluency": None}}
-    (project / "out.jsonl").write_text(json.dumps(row) + "\n" + json.dumps(failed) + "\n")
+    written = json.dumps(row) + "\n" + json.dumps(failed) + "\n"
+    (project / "out.jsonl").write_text(written)
     done = run(
         ["score", "in.jsonl", "--model", "bundle", "--out", "out.jsonl", "--resume"], project
     )
     assert done.returncode == 2 and "model_path" in done.stderr, done.stderr[-2000:]
     assert "1 rows kept, 1 to score" in done.stderr
-    assert (project / "out.jsonl").read_text() == json.dumps(row) + "\n"
+    assert (project / "out.jsonl").read_text() == written
 
 
 def test_missing_params_file_and_bad_params_values(project):
@@ -291,3 +321,52 @@ def test_tuning_refused_on_features_with_too_many_failed_scores():
     check_failed_shares(features, 0.5)
     with pytest.raises(HDEvalError, match=r"share=0.3 .* for prompt:b \(50%\);"):
         check_failed_shares(features, 0.3)
+
+
+def test_a_bundle_trained_with_references_refuses_a_row_without_them(tmp_path):
+    """The references family reads every text's reference: a row without one is named before
+    the judge is opened."""
+    from hdeval.scoring.columns import Profile
+
+    profile = Profile(("mean",), False, False, ("references",))
+    names = feature_columns([c.id for c in TREE], ["prompt"], True, profile)
+    X = np.random.default_rng(0).uniform(1, 5, (40, len(names)))
+    export_bundle(
+        tmp_path / "bundle", make_aggregator("linear").fit(X, X[:, :2]), TREE, names, ASPECTS,
+        llm_identity="transformers:judge:0123456789abcdef:float32", task=TaskSpec(),
+        modes=["prompt"], unconditioned=True, profile=profile, training_data="synthetic", sample=X,
+    )  # fmt: skip
+    card = json.loads((tmp_path / "bundle" / "card.json").read_text())
+    assert card["families"] == ["references"]
+    rows = [{"id": "with", "source": "S.", "output": "O.", "references": ["R."]},
+            {"id": "without", "source": "S.", "output": "O."}]  # fmt: skip
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "params.yaml").write_text(NO_JUDGE)
+    done = run(["score", "in.jsonl", "--model", "bundle"], tmp_path)
+    refused(done, "row 'without' has no references", "references family")
+
+
+def test_invalid_unicode_is_refused_before_any_judge_call(project):
+    """Row b's text was cut inside an emoji (a lone surrogate): refused when the file is read,
+    naming the row and the field, before the judge is opened: rows a and c are not scored
+    and b does not stop a run half-way. The same for the labels ``train`` reads."""
+    rows = [
+        {"id": i, "source": "A cat sat on a mat.", "output": text}
+        for i, text in (("a", "Cat."), ("b", "Emoji cut \ud83d here."), ("c", "Mat."))
+    ]
+    (project / "cut.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = ["score", "cut.jsonl", "--model", "bundle", "--out", "out.jsonl"]
+    refused(
+        run(args, project),
+        "line 2 (id 'b'): field 'output': invalid Unicode: lone surrogate U+D83D at character 10",
+        "--invalid-unicode replace",
+    )
+    assert not (project / "out.jsonl").exists()
+    labels = [{**r, "doc_id": r["id"], "scores": {"coherence": 3, "fluency": 4}} for r in rows]
+    (project / "labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in labels))
+    TREE.to_yaml(project / "aspects.yaml")
+    data = (
+        "data:\n  path: labels.jsonl\n  criteria: aspects.yaml\n  aspects: [coherence, fluency]\n"
+    )
+    (project / "p.yaml").write_text(NO_JUDGE + data + "  n_docs: 2\n")
+    refused(run(["train", "--params", "p.yaml"], project), "line 2 (id 'b'): field 'output'")

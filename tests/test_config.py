@@ -127,3 +127,30 @@ def test_quantize_is_checked_against_backend_dtype_and_device(tmp_path: Path) ->
         _load(tmp_path, {"quantize": "int8", "device": "cuda"})
     with pytest.raises(ConfigError, match=r"llm\.quantize applies to the local backends"):
         _load(tmp_path, {"quantize": "int8", "backend": "openai", "base_url": "u", "model": "m"})
+
+
+@pytest.mark.parametrize(
+    ("url", "named"),
+    [
+        ("http://user:s3cret@127.0.0.1:8000/v1", "user:password@"),
+        ("https://only-user@host/v1", "user:password@"),
+        ("https://host/v1?api_key=k3y&model=m", "?api_key="),
+        ("https://host/v1#access_token=abcd", "#access_token="),
+    ],
+)
+def test_credentials_in_the_base_url_are_refused_pointing_to_api_key_env(
+    tmp_path: Path, url: str, named: str
+) -> None:
+    """dvc.yaml tracks the whole llm section: a key in the URL would be written to dvc.lock."""
+    with pytest.raises(ConfigError) as caught:
+        _load(tmp_path, {"backend": "openai", "base_url": url, "model": "m"})
+    message = str(caught.value)
+    assert f"llm.base_url: holds credentials ({named}" in message and "llm.api_key_env" in message
+    for secret in ("s3cret", "k3y", "abcd"):
+        assert secret not in message
+    decomposer = {"hierarchy": {"decomposer": {"backend": "openai", "base_url": url, "model": "m"}}}
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(decomposer))
+    with pytest.raises(ConfigError, match=r"hierarchy\.decomposer\.base_url: holds credentials"):
+        load_params(path)
+    assert _load(tmp_path, {"backend": "openai", "base_url": "https://h/v1?m=1", "model": "m"})

@@ -836,3 +836,49 @@ def test_texts_to_score_need_no_document_id_nor_labels(tmp_path: Path) -> None:
     assert (
         'a row to score needs "id", "source"' in message and "doc_id" not in message.split("\n")[1]
     )
+
+
+def test_a_lone_surrogate_is_refused_naming_the_row_and_field(tmp_path: Path) -> None:
+    """A text cut inside an emoji (``"\\ud83d"`` in JSON: a lone surrogate, which no encoding
+    can write) is refused when the file is read, naming the row and the field, in texts and
+    label files alike; with ``invalid_unicode="replace"`` it becomes U+FFFD and the row is
+    marked."""
+    from hdeval.data import load_texts
+
+    rows = [row("a"), row("b", output="Emoji cut \ud83d here."), row("c")]
+    rows[2]["references"] = ["Fine.", "Cut \udc00"]
+    path = tmp_path / "labels.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))  # written as \ud83d escapes
+    for load in (
+        lambda **o: load_labels(path, ASPECTS, RANGE, **o),
+        lambda **o: load_texts(path, **o),
+    ):
+        with pytest.raises(DataValidationError) as caught:
+            load()
+        message = str(caught.value)
+        assert (
+            "line 2 (id 'b'): field 'output': invalid Unicode: lone surrogate U+D83D at " in message
+        )
+        assert (
+            "line 3 (id 'c'): field 'references[1]': invalid Unicode: lone surrogate U+DC00"
+            in message
+        )
+        assert "invalid_unicode: replace" in message
+        replaced = load(invalid_unicode="replace")
+        assert replaced.samples.loc["b", "output"] == "Emoji cut \ufffd here."
+        assert replaced.samples.loc["c", "references"] == ["Fine.", "Cut \ufffd"]
+        assert replaced.replaced == {"b": ["output"], "c": ["references[1]"]}
+        assert len(replaced.fingerprint()) == 64  # every text can be encoded now
+
+
+def test_a_lone_surrogate_in_the_pipelines_labels_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "labels.jsonl"
+    rows = [row("a"), row("b", doc="d2", source="Cut \ud83d")]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = DataParams(path=path, aspects=list(ASPECTS), n_docs=None, test_fraction=0.5)
+    with pytest.raises(
+        DataValidationError, match=r"line 2 \(id 'b'\): field 'source': invalid Unicode"
+    ):
+        load_split(config)
+    train, test = load_split(config.model_copy(update={"invalid_unicode": "replace"}))
+    assert "Cut \ufffd" in {*train.samples["source"], *test.samples["source"]}

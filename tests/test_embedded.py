@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import zipfile
 from pathlib import Path
 
@@ -71,3 +72,20 @@ def test_verify_refuses_a_missing_or_altered_larger_model(tmp_path, monkeypatch)
     with pytest.raises(ModelIntegrityError, match=f"expected {model.gguf_sha256}"):
         embedded.verify(model)
     assert not embedded.is_pulled(model)
+
+
+def test_a_cut_off_weights_hash_side_file_is_recomputed_not_fatal(tmp_path: Path) -> None:
+    """The fingerprint of a Hugging Face directory is kept in a side file. A copy of it cut off
+    (a full disk, a kill while another hdeval wrote it) must not break every later load: it is
+    read with a guard, the hash is computed again and the file rewritten whole."""
+    from hdeval.llm.precision import weights_fingerprint
+
+    (tmp_path / "model.safetensors").write_bytes(b"weights " * 1000)
+    expected = weights_fingerprint(tmp_path)
+    sidecar = tmp_path / ".hdeval-fingerprint.json"
+    whole = sidecar.read_text()
+    for broken in (whole[: len(whole) // 2], "", "[1, 2]", '{"stamp": 1, "sha256": 2}'):
+        sidecar.write_text(broken)
+        assert weights_fingerprint(tmp_path) == expected
+        assert json.loads(sidecar.read_text())["sha256"] == expected
+    assert sorted(p.name for p in tmp_path.iterdir()) == [sidecar.name, "model.safetensors"]

@@ -192,3 +192,34 @@ def test_prompt_longer_than_the_server_context_is_a_recorded_failure(
     # generation (decomposition, LLM perturbations) raises the same as a local judge would
     with pytest.raises(ContextOverflow, match="prompt longer than the server's context"):
         server_backend.generate(samples.loc["long", "source"] + "\n\nSummarise this.", 8)
+
+
+def test_with_llm_max_context_a_long_prompt_is_cut_to_fit_and_marked(
+    llama_server: str, rows: list[dict], tmp_path: Path
+) -> None:
+    """llama.cpp reports no context; with llm.max_context (its 2048) the article of eight
+    copies is cut to fit in the server's own tokens (llama-cpp-python's /extras/tokenize), as
+    the embedded judge's prompts are: scored and marked truncated instead of refused."""
+    import pandas as pd
+
+    from hdeval.llm.cache import ResultCache
+    from hdeval.llm.judge import CachedJudge
+    from hdeval.scoring.criterion_scorer import CriterionScorer
+    from hdeval.tree.criteria import CriteriaTree, Criterion
+
+    tree = CriteriaTree([Criterion("fluency", "fluency", CRITERIA["fluency"])])
+    samples = pd.DataFrame(
+        {"doc_id": ["long"], "source": ["\n\n".join([rows[0]["source"]] * 8)],
+         "output": [rows[0]["output"]]},
+        index=pd.Index(["long"]),
+    )  # fmt: skip
+    with OpenAICompatibleBackend(
+        llama_server, MODEL_ALIAS, "HDEVAL_TEST_UNSET_KEY", timeout=600.0, max_context=2048
+    ) as backend:
+        judge = CachedJudge(backend, ResultCache(tmp_path / "cache.sqlite"))
+        run = CriterionScorer(judge).score(samples, tree, progress=False)
+        assert not backend._tokens.by_bytes  # the server's own tokenizer counted
+    assert not run.failures, run.failures
+    assert 1.0 <= run.features.loc["long", "prompt:fluency"] <= 5.0
+    (cut,) = run.truncations
+    assert cut.sample_id == "long" and cut.source_tokens_cut > 2000 and cut.text_tokens_cut == 0

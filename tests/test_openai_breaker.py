@@ -1,10 +1,14 @@
 """The circuit breaker and the reachability check of OpenAICompatibleBackend, against the
-scripted fault server of ``test_openai_faults`` on 127.0.0.1 (and a server that went away)."""
+scripted fault server of ``test_openai_faults`` on 127.0.0.1 (and a server that went away, and
+one that takes requests but never answers them)."""
 
 from __future__ import annotations
 
+import json
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -109,12 +113,25 @@ def test_server_gone_mid_run_trips_quickly(server: FaultServer) -> None:
 
 
 @pytest.mark.parametrize("status", [401, 404, 500])
-def test_models_endpoint_errors_are_not_fatal(status: int) -> None:
+def test_a_failed_models_endpoint_is_an_error_unless_llm_identity_names_the_weights(
+    status: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """hdeval names a server's weights by what GET /models reports: a failed one stops the run
+    before any item is sent. A server without /models is used when llm.identity names its
+    weights, with a warning."""
     with FaultServer(models_status=status) as server:
-        judge = _judge(server)
-        assert _scores(judge, "ok-5")[0].ok
-        assert judge.generate("[[generate]] hi", 3) == "echo (3 tokens)"
-    assert server.hits["GET /v1/models"] == 1  # checked once, not retried
+        with pytest.raises(JudgeUnavailableError) as caught:
+            _scores(_judge(server), "ok-5")
+        named = _judge(server, identity="fault-7b@2026-11")
+        assert _scores(named, "ok-5")[0].ok
+        assert named.generate("[[generate]] hi", 3) == "echo (3 tokens)"
+        assert named.identity == f"openai-compatible:{server.base_url}:fault+fault-7b@2026-11"
+    message = str(caught.value)
+    assert f"GET {server.base_url}/models failed" in message and "llm.identity" in message
+    assert f"HTTP {status}" in message
+    assert f"GET {server.base_url}/models failed (HTTP {status}" in caplog.text
+    assert server.hits["GET /v1/models"] == 2  # once per judge, not retried
+    assert server.hits["ok-5"] == 1  # by the named judge only
 
 
 def test_silent_models_endpoint_is_unavailable() -> None:
@@ -122,7 +139,7 @@ def test_silent_models_endpoint_is_unavailable() -> None:
     with FaultServer(models_delay=SLOW_SECONDS) as server:
         judge = _judge(server, max_retries=3)
         started = time.perf_counter()
-        with pytest.raises(JudgeUnavailableError, match="APITimeoutError") as caught:
+        with pytest.raises(JudgeUnavailableError, match="no answer from the server") as caught:
             _scores(judge, "ok-3")
         assert time.perf_counter() - started < SLOW_SECONDS
     assert f"GET {server.base_url}/models got no answer" in str(caught.value)
@@ -142,3 +159,84 @@ def test_config_fields_reach_the_breaker() -> None:
         LLMConfig(backend="openai", base_url="http://h/v1", model="m", max_failure_share=1.5)
     with pytest.raises(HDEvalError, match=r"llm\.max_consecutive_failures"):
         OpenAICompatibleBackend("http://h/v1", model="m", max_consecutive_failures=0)
+
+
+class HangServer:
+    """A real HTTP server on 127.0.0.1 that answers ``GET /v1/models`` and takes completion
+    requests, but never answers one (it holds them until the test ends)."""
+
+    def __init__(self) -> None:
+        self.posts = 0
+        self.release = threading.Event()
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                body = json.dumps({"object": "list", "data": [{"id": "hang", "object": "model"}]})
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body.encode())
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["Content-Length"]))
+                owner.posts += 1
+                owner.release.wait()  # taken, never answered
+                self.close_connection = True
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> HangServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+HANG_TIMEOUT = 2.0
+
+
+def test_a_server_that_never_answers_stops_the_run_within_its_timeout() -> None:
+    """Eight items at concurrency 4 against a server that takes requests and never answers:
+    the run stops with a clear error one llm.timeout after the first requests were sent, each
+    of them sent once (no retry), the other four never. Without the watch on the server's
+    progress each item costs max_retries + 1 timeouts: here 6 x 2 s for each of two rounds."""
+    with HangServer() as server:
+        judge = OpenAICompatibleBackend(
+            server.base_url, "hang", concurrency=4, timeout=HANG_TIMEOUT, max_retries=5
+        )
+        judge.identity  # noqa: B018  (GET /models, answered)
+        started = time.perf_counter()
+        with pytest.raises(JudgeUnavailableError) as caught:
+            judge.digit_scores(["Text:\nhello\n\n"], [f"item {i}" for i in range(8)])
+        elapsed = time.perf_counter() - started
+        posts = server.posts
+    message = str(caught.value)
+    assert f"the judge at {server.base_url} is unavailable: no answer from the server" in message
+    assert "(llm.timeout 2s): it takes requests but does not reply" in message
+    assert posts == 4
+    assert elapsed < 2 * HANG_TIMEOUT, elapsed
+
+
+def test_connect_and_read_timeouts_are_separate() -> None:
+    from hdeval.llm.factory import make_backend
+    from hdeval.params import LLMConfig
+
+    config = LLMConfig(backend="openai", base_url="http://127.0.0.1:9/v1", model="m")
+    limits = make_backend(config)._client.timeout
+    assert (limits.connect, limits.read) == (10.0, 60.0)
+    config = config.model_copy(update={"timeout": 30.0, "connect_timeout": 2.0})
+    limits = make_backend(config)._client.timeout
+    assert (limits.connect, limits.read, limits.write) == (2.0, 30.0, 30.0)

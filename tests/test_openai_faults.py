@@ -23,6 +23,8 @@ import pytest
 
 from hdeval.errors import HDEvalError, JudgeUnavailableError, UnsupportedError
 from hdeval.llm import LLMBackend
+from hdeval.llm.cache import ResultCache
+from hdeval.llm.judge import CachedJudge
 from hdeval.llm.openai_compat import OpenAICompatibleBackend
 from tests.servers import free_port
 
@@ -31,6 +33,8 @@ KEY_ENV = "HDEVAL_FAULT_TEST_KEY"
 CLIENT_TIMEOUT = 0.5
 SLOW_SECONDS = 1.5
 SCENARIO = re.compile(r"\[\[([\w-]+)\]\]")
+#: Log-probabilities no model can give, by scenario (json writes NaN as the bare word NaN).
+IMPOSSIBLE = {"nan-logprob": math.nan, "positive-logprob": 0.4}
 
 
 def _completion(top: dict[str, float] | None, content: str = "3") -> dict:
@@ -67,9 +71,14 @@ def _peaked(digit: str) -> dict[str, float]:
 class FaultServer:
     """A threaded HTTP server whose reply depends on the scenario named in the prompt."""
 
-    def __init__(self, models_status: int = 200, models_delay: float = 0.0) -> None:
+    def __init__(
+        self, models_status: int = 200, models_delay: float = 0.0, reports: dict | None = None
+    ) -> None:
+        """``reports``: more fields of the model's ``/models`` entry (vLLM's root...)."""
         self.models_status = models_status
         self.models_delay = models_delay
+        self.reports = reports or {}
+        self.longest = 0  # the longest message asked, in UTF-8 bytes
         self.hits: Counter[str] = Counter()
         self.auth_headers: list[str] = []
         self.connections: list[socket.socket] = []
@@ -103,6 +112,11 @@ class FaultServer:
                 text = body["messages"][-1]["content"]
                 match = SCENARIO.search(text)
                 scenario = match.group(1) if match else "ok-3"
+                context = owner.reports.get("max_model_len")  # in bytes, here
+                with owner.lock:
+                    owner.longest = max(owner.longest, len(text.encode()))
+                if context and len(text.encode()) >= context:
+                    scenario = "too-long"
                 with owner.lock:
                     owner.hits[scenario] += 1
                     count = owner.hits[scenario]
@@ -139,7 +153,9 @@ class FaultServer:
             status = self.models_status if self.models_status != 200 else 404
             self._send(handler, status, b'{"error": {"message": "not here"}}')
             return
-        models = {"object": "list", "data": [{"id": "fault", "object": "model", "owned_by": "t"}]}
+        entry = {"id": "fault", "object": "model", "owned_by": "t", **self.reports}
+        entry["created"] = time.time_ns()  # it changes on every request (vLLM: every second)
+        models = {"object": "list", "data": [entry]}
         self._send(handler, 200, json.dumps(models).encode())
 
     def respond(
@@ -160,8 +176,11 @@ class FaultServer:
             echoed = handler.headers.get("Authorization", "")
             error = {"error": {"message": f"internal error for {echoed}", "type": "server"}}
             self._send(handler, 500, json.dumps(error).encode(), fast_retry)
-        elif scenario == "slow":
+        elif scenario == "slow" or (scenario == "slow-once" and count == 1):
             time.sleep(SLOW_SECONDS)
+            self._send(handler, 200, json.dumps(_completion(_peaked("2"))).encode())
+        elif scenario in ("slow-once", "late-ok"):
+            time.sleep(CLIENT_TIMEOUT / 2 if scenario == "late-ok" else 0)
             self._send(handler, 200, json.dumps(_completion(_peaked("2"))).encode())
         elif scenario == "truncated":
             whole = json.dumps(_completion(_peaked("2"))).encode()
@@ -176,6 +195,11 @@ class FaultServer:
                 "code": "context_length_exceeded",
             }
             self._send(handler, 400, json.dumps({"error": error}).encode())
+        elif scenario in IMPOSSIBLE:  # a broken server: NaN, or a probability above 1
+            reply = _completion(_peaked("3"))
+            top = reply["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+            top[0]["logprob"] = IMPOSSIBLE[scenario]
+            self._send(handler, 200, json.dumps(reply).encode())
         elif scenario == "no-logprobs":
             self._send(handler, 200, json.dumps(_completion(None)).encode())
         elif scenario == "generate":
@@ -254,14 +278,14 @@ def test_persistent_500_is_a_failure_not_a_score(
     assert server.hits["always-500"] == backend.max_retries + 1
 
 
-def test_timeout_is_a_failure(backend: OpenAICompatibleBackend, server: FaultServer) -> None:
-    started = time.perf_counter()
-    (result,) = _scores(backend, "slow")
-    elapsed = time.perf_counter() - started
-    assert not result.ok and result.expected is None
-    assert "APITimeoutError" in result.failure
-    assert server.hits["slow"] == backend.max_retries + 1
-    assert elapsed < SLOW_SECONDS * (backend.max_retries + 1)
+def test_a_timeout_while_the_server_answers_others_is_retried(
+    backend: OpenAICompatibleBackend, server: FaultServer
+) -> None:
+    """A request without a reply within llm.timeout is retried while the server answers other
+    requests meanwhile (here one at half the timeout): the server is busy, not stalled."""
+    slow, other = _scores(backend, "slow-once", "late-ok")
+    assert slow.ok and other.ok, (slow.failure, other.failure)
+    assert server.hits["slow-once"] == 2 and not backend.breaker.tripped
 
 
 def test_truncated_body_is_a_failure(backend: OpenAICompatibleBackend) -> None:
@@ -282,6 +306,35 @@ def test_non_digit_reply_is_a_failure(backend: OpenAICompatibleBackend) -> None:
     assert not result.ok and result.expected is None
     assert "digit mass" in result.failure
     assert math.isclose(result.mass, 0.01)
+
+
+@pytest.mark.parametrize("scenario", sorted(IMPOSSIBLE))
+def test_impossible_log_probabilities_are_a_failure_never_cached(
+    backend: OpenAICompatibleBackend, tmp_path, scenario: str
+) -> None:
+    """A NaN or positive log-probability (a probability above 1) in the reply: that item's
+    failure, recorded as such, never a score and never a cached result."""
+    judge = CachedJudge(backend, ResultCache(tmp_path / "cache.sqlite"))
+    answers = judge.digit_scores(["Text:\nhello\n\n"], {"k": f"[[{scenario}]] Score 1-5:"})
+    assert not answers.results
+    assert "impossible log-probability" in answers.failures["k"]
+    assert judge.cache.get("k") is None and "k" in judge.cache.failures()
+
+
+def test_an_impossible_cached_distribution_is_asked_again(
+    backend: OpenAICompatibleBackend, server: FaultServer, tmp_path
+) -> None:
+    """A distribution cached before the check (NaN, or a mass above 1) is not served: the
+    judge is asked again and its answer replaces it."""
+    cache = ResultCache(tmp_path / "cache.sqlite")
+    cache.put("digits", "nan", {"probs": [math.nan] * 5, "mass": math.nan})
+    cache.put("digits", "above", {"probs": [0.2] * 5, "mass": 1.6})
+    judge = CachedJudge(backend, cache)
+    answers = judge.digit_scores(["x\n"], {"nan": "[[ok-2]]", "above": "[[ok-4]]"})
+    assert answers.computed == 2 and not answers.failures
+    best = {k: max(range(5), key=r.probs.__getitem__) + 1 for k, r in answers.results.items()}
+    assert best == {"nan": 2, "above": 4}
+    assert math.isclose(cache.get("nan")["mass"], 0.92)
 
 
 def test_reply_without_logprobs_is_a_failure(backend: OpenAICompatibleBackend) -> None:
@@ -342,11 +395,43 @@ def test_api_key_is_sent_but_never_shown(
     assert caplog.records  # the failures were logged
 
 
-def test_identity_and_placeholder_key(server: FaultServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_identity_and_placeholder_key(
+    server: FaultServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server that reports nothing about its weights is named by URL and model alone, with a
+    warning saying what can go stale; llm.identity is added to the name."""
     monkeypatch.delenv(KEY_ENV, raising=False)
     judge = OpenAICompatibleBackend(server.base_url, model="judge-7b", api_key_env=KEY_ENV)
     assert judge.identity == f"openai-compatible:{server.base_url}:judge-7b"
+    warned = " ".join(caplog.text.split())
+    assert "lists no model 'judge-7b' (it lists 'fault')" in warned
+    assert "reports nothing about the weights it serves as 'judge-7b'" in warned
+    assert "would reuse the old weights' cached scores" in warned and "llm.identity" in warned
     assert judge.digit_scores(["x\n"], ["[[ok-2]]"])[0].ok
     assert server.auth_headers[-1] == "Bearer not-needed"
-    named = OpenAICompatibleBackend(server.base_url, model="m", identity="custom:m:q4")
-    assert named.identity == "custom:m:q4"
+    caplog.clear()
+    named = OpenAICompatibleBackend(server.base_url, model="fault", identity="fault-7b@2026-11")
+    assert named.identity == f"openai-compatible:{server.base_url}:fault+fault-7b@2026-11"
+    assert "reports nothing" not in caplog.text
+
+
+def test_everything_the_server_reports_names_the_judge(caplog: pytest.LogCaptureFixture) -> None:
+    """vLLM's root and max_model_len (and whatever else it reports) are in the identity, its
+    creation time and permission ids (new on every request) are not; llm.identity is added,
+    never put in their place. Without a fingerprint of the weights, a warning says a path can
+    hold new weights."""
+    reports = {"root": "/models/qwen", "max_model_len": 4096, "parent": None,
+               "permission": [{"id": "modelperm-random"}]}  # fmt: skip
+    with FaultServer(reports=reports) as server:
+        judge = OpenAICompatibleBackend(server.base_url, model="fault")
+        reported = '{"max_model_len":4096,"root":"/models/qwen"}'
+        assert judge.identity == f"openai-compatible:{server.base_url}:fault{reported}"
+        assert "by their path or hub name only (root '/models/qwen')" in caplog.text
+        named = OpenAICompatibleBackend(server.base_url, model="fault", identity="q@2026-11")
+        assert named.identity == f"openai-compatible:{server.base_url}:fault{reported}+q@2026-11"
+        assert named.max_context == 4095  # the reply's one token is left free
+    caplog.clear()
+    with FaultServer(reports={"root": "/models/qwen", "sha256": "ab" * 32}) as server:
+        judge = OpenAICompatibleBackend(server.base_url, model="fault")
+        assert '"sha256":"' + "ab" * 32 in judge.identity
+    assert "path or hub name" not in caplog.text

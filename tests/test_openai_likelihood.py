@@ -271,3 +271,13 @@ def test_continuation_must_start_on_a_token_boundary() -> None:
     assert continuation_loglikelihood(echo, 1, 4) == LogLikelihood(tokens=(-1.0,))
     with pytest.raises(EchoError, match="no echoed token begins at character 2"):
         continuation_loglikelihood(echo, 2, 4)
+
+
+def test_an_impossible_echoed_log_probability_is_refused() -> None:
+    """A positive log-probability (a probability above 1) is no likelihood."""
+    with pytest.raises(EchoError, match="impossible log-probabilities"):
+        continuation_loglikelihood(_echo(["a", " bc", "d"], [None, 0.7, -2.0]), 1, 4)
+    # nor is one cached before hdeval checked: it is asked again
+    assert LogLikelihood.readable({"tokens": [-1.0, -0.2]})
+    for tokens in ([-1.0, 0.7], [float("nan")], [], None):
+        assert not LogLikelihood.readable({"tokens": tokens})

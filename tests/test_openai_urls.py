@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import base64
+import json
 import logging
+import os
+import subprocess
 
 import pytest
 
@@ -11,7 +14,8 @@ from hdeval.errors import JudgeUnavailableError
 from hdeval.llm.openai_compat import OpenAICompatibleBackend
 from hdeval.llm.urls import mask_secrets, scrub_url, url_secrets
 from tests.servers import free_port
-from tests.test_openai_faults import FaultServer
+from tests.test_bad_inputs import HDEVAL, make_bundle, refused, texts
+from tests.test_openai_faults import KEY_ENV, SECRET, FaultServer
 
 
 @pytest.mark.parametrize(
@@ -87,3 +91,35 @@ def test_credentials_in_the_url_stay_out_of_logs_and_failures(
     assert any(basic in h for h in server.auth_headers)  # the credentials were sent
     for text in (caplog.text, bad.failure, repr(judge), judge.identity):
         assert "secret" not in text and basic not in text
+
+
+def test_a_params_file_found_in_the_working_directory_sends_no_key_where_not_chosen(tmp_path):
+    """A params.yaml picked up from the working directory (someone else's, maybe) that would
+    send the API key to its server is refused before any request; named with --params, or its
+    server listed in HDEVAL_TRUSTED_URLS, the key is sent. Without a key nothing is refused."""
+    with FaultServer() as server:
+        make_bundle(tmp_path / "bundle", f"openai-compatible:{server.base_url}:fault")
+        texts(tmp_path / "in.jsonl", 1)
+        llm = {"backend": "openai", "base_url": server.base_url, "model": "fault",
+               "api_key_env": KEY_ENV}  # fmt: skip
+        (tmp_path / "params.yaml").write_text(json.dumps({"llm": llm}))
+        env = {**os.environ, KEY_ENV: SECRET, "HDEVAL_CACHE": str(tmp_path / "cache.sqlite")}
+
+        def score(*extra: str, **more: str) -> subprocess.CompletedProcess:
+            args = [HDEVAL, "score", "in.jsonl", "--model", "bundle", *extra]
+            return subprocess.run(
+                args, cwd=tmp_path, env={**env, **more}, capture_output=True, text=True
+            )
+
+        message = refused(score(), "params.yaml was found in the working directory",
+                          f"${KEY_ENV} to {server.base_url}", "--params params.yaml",
+                          f"HDEVAL_TRUSTED_URLS={server.base_url}")  # fmt: skip
+        assert SECRET not in message and sum(server.hits.values()) == 0  # nothing was sent
+        for done in (
+            score("--params", "params.yaml"),
+            score(HDEVAL_TRUSTED_URLS=f"http://elsewhere/v1,{server.base_url}/"),
+        ):
+            assert done.returncode == 0, done.stderr[-2000:]
+        assert set(server.auth_headers) == {f"Bearer {SECRET}"}
+        del env[KEY_ENV]  # no key to send: nothing to refuse
+        assert score().returncode == 0

@@ -52,6 +52,8 @@ def project(tmp_path_factory, embedded_dir):
     )  # every layer grows (test_pipeline_server.py covers a stopped tree)
     params["aggregator"].update(n_trials=2, cv_folds=2)
     params["hierarchy"]["modes"] = ["prompt", "likelihood"]
+    # the sentences family needs no LLM call of its own (coverage: test_family_judge.py)
+    params["hierarchy"].update(families=["sentences"], min_family_gain=None)
     params["evaluate"]["bootstrap"] = 10
     params["dhp"].update(n_texts=2)
     params["acceptance"].update(on_failure="warn")
@@ -80,7 +82,13 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     metrics = json.loads((root / "metrics.json").read_text())
     held_out = metrics["held_out"]
     assert set(held_out) >= {"hdeval", "without_layer_3", "averaged_scores", "prompt_only"}
-    assert {"likelihood_only", "unconditioned_likelihood_only"} <= set(held_out)
+    assert {"likelihood_only", "unconditioned_likelihood_only", "without_sentences"} <= set(
+        held_out
+    )
+    assert metrics["selection"]["families"] == ["sentences"]
+    assert "first_half" in metrics["dhp"]["hdeval"]["lower"]
+    headline = json.loads((root / "headline.json").read_text())
+    assert len(headline) <= 25 and headline["test_rows"] == metrics["rows"]["test"]
     assert "pearson" in held_out["hdeval"]["coherence"]["dataset"]
     assert sum(r["llm_calls"] for r in _reports(root)) > 0
     assert all(r["tokens"]["prompt"] > 0 for r in _reports(root))
@@ -94,7 +102,8 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     results = (root / "results.md").read_text()
     assert "HD-Eval, likelihood features only" in results
     selection = metrics["selection"]
-    assert len(selection["cv_table"]) == 4 * 18  # every kind x feature set, on training docs
+    kinds = params["aggregator"]["kinds"]  # every kind x feature set, on training documents
+    assert len(selection["cv_table"]) == len(kinds) * 18
     # the simplest candidate within prefer_simpler_within of the CV-best that does not rise
     # when worse ships; tuning only helps
     within = params["aggregator"]["prefer_simpler_within"]
@@ -115,7 +124,8 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     assert "same-judge baseline" in metrics["acceptance"]["baselines"]["message"]
     assert list((root / "plots/explain").glob("*.png"))
     assert (root / "work/dhp/hdeval.png").is_file()
-    assert "held_out" in _run([dvc, "metrics", "show", "--json"], root, env)
+    shown = _run([dvc, "metrics", "show", "--json"], root, env)
+    assert "headline.json" in shown and "held_out" not in shown  # the few numbers only
     assert "predicted_vs_human" in _run([dvc, "plots", "show", "--json"], root, env)
 
     # only the label manifest stage, which runs every time, is listed
@@ -130,7 +140,8 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     finally:
         prompts.write_text(original)
     layers = {"layer@1", "layer@2", "layer@3"}
-    assert changed == layers | {"labels", "train", "evaluate", "baselines", "dhp"}  # not acceptance
+    # the stages that import hdeval/scoring re-run; acceptance and report do not read it
+    assert changed == layers | {"labels", "train", "evaluate", "explain", "baselines", "dhp"}
     again = _run([dvc, "repro"], root, env)
     assert "didn't change, skipping" in again
     assert re.findall(r"Running stage '([^']+)'", again) == ["labels"]
@@ -213,6 +224,41 @@ def test_estimate_counts_only_what_dvc_repro_would_re_run(project, tmp_path):
     assert [s["calls"] for s in relabel["stages"]] == [0] * len(relabel["stages"])
 
 
+def test_the_report_page_renders_in_a_real_browser(project, tmp_path):
+    """The report stage's report.html of the real run, opened in headless Chromium: its charts
+    load from data URIs, nothing else is requested, the console shows no error and the page is
+    laid out (a screenshot is saved); ``hdeval report`` renders the same page again."""
+    from matplotlib.image import imread
+
+    from tests.browser import Browser
+
+    root, env, _, _ = project
+    _run([str(Path(sys.executable).parent / "dvc"), "repro"], root, env)  # done: a no-op
+    page = root / "report.html"
+    assert 100_000 < page.stat().st_size < 20 * 2**20
+    with Browser(tmp_path / "profile", width=1280) as browser:
+        browser.open(page.as_uri())
+        loaded = browser.evaluate(
+            "Array.from(document.images).filter(i => i.complete && i.naturalWidth > 0"
+            " && i.src.startsWith('data:image/')).length"
+        )
+        assert loaded >= 4  # predicted vs human, every scorer, SHAP bar and beeswarm, DHP
+        assert browser.console_errors() == []
+        assert {u for u in browser.requested() if not u.startswith("data:")} == {page.as_uri()}
+        width, height = browser.evaluate(
+            "[document.documentElement.scrollWidth, document.documentElement.scrollHeight]"
+        )
+        assert width <= 1280 and height > 3000  # no sideways scrolling; every section below
+        shot = browser.screenshot(tmp_path / "report.png")
+    pixels = imread(shot)
+    assert pixels.shape[:2] == (height, 1280)
+    assert pixels[..., :3].std() > 0.05  # not a blank page
+    again = tmp_path / "again.html"
+    _run([str(Path(sys.executable).parent / "hdeval"), "report", ".", "--out", str(again)],
+         root, env)  # fmt: skip
+    assert again.read_bytes() == page.read_bytes()
+
+
 def _score(root: Path, env: dict, texts: Path, out: Path, *extra: str) -> list[dict]:
     hdeval = str(Path(sys.executable).parent / "hdeval")
     _run([hdeval, "score", "--model", "models/evaluator", str(texts), "--out", str(out), *extra],
@@ -255,7 +301,8 @@ def test_hdeval_train_runs_dvc_yamls_stages_without_dvc(project, tmp_path):
     its order and writes what ``dvc repro`` wrote (the same held-out scores, from the cache);
     with ``--params`` naming a stricter acceptance, the refusal is exit 2 and the bundle stays."""
     root, env, _, params = project
-    outputs = {".dvc", "dvc.lock", "work", "models", "plots", "metrics.json", "results.md"}
+    outputs = {".dvc", "dvc.lock", "work", "models", "plots", "metrics.json", "results.md",
+               "headline.json", "report.html"}  # fmt: skip
     copy = tmp_path / "copy"
 
     def ignore(folder: str, names: list[str]):

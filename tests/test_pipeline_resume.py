@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from hdeval.export.evaluator import Evaluator
 from hdeval.llm.judge import CachedJudge
@@ -19,6 +21,7 @@ from hdeval.scoring.columns import Profile, feature_columns
 from hdeval.tree.criteria import CriteriaTree
 from tests.dvc_project import DVC, jsonl_ids, make_project, run, summeval_rows, write_params
 from tests.processes import kill_when
+from tests.test_openai_faults import FaultServer
 
 
 def _completed(storage) -> int:
@@ -48,7 +51,15 @@ def _write_layer(root, identity: str) -> None:
     (layer / "report.json").write_text(json.dumps(report))
 
 
-def test_killed_tuning_keeps_the_bundle_and_the_finished_trials(tmp_path):
+@pytest.fixture()
+def judge() -> Iterator[CachedJudge]:
+    """A server judge named by llm.identity; a scripted server on 127.0.0.1 answers its one
+    GET /models, and it is never asked for a score."""
+    with FaultServer() as server:
+        yield CachedJudge(OpenAICompatibleBackend(server.base_url, model="fault", identity="t"))
+
+
+def test_killed_tuning_keeps_the_bundle_and_the_finished_trials(tmp_path, judge):
     root = tmp_path / "project"
     root.mkdir()
     env, params = make_project(
@@ -56,10 +67,6 @@ def test_killed_tuning_keeps_the_bundle_and_the_finished_trials(tmp_path):
         summeval_rows(64),
         {"data": {"test_fraction": 0.25}, "aggregator": {"n_trials": 3, "cv_folds": 2}},
     )
-    backend = OpenAICompatibleBackend(  # never contacted: named, not asked for its weights
-        "http://127.0.0.1:9/v1", model="local", identity="openai-compatible:test:local"
-    )
-    judge = CachedJudge(backend)
     run([DVC, "repro", "prepare"], root, env)
     _write_layer(root, judge.identity)
     storage = root / "work" / "tune" / "optuna.sqlite"

@@ -2,7 +2,8 @@
 on 127.0.0.1, whose echo cannot give likelihoods. Every stage runs the scorers it can, and
 metrics.json, results.md and the bundle say what was left out; no stage crashes. A
 ``hierarchy.min_mode_gain`` no mode can reach stops the tree after layer 1: layers 2 and 3 run
-as DVC stages but neither decompose nor score, and say so."""
+as DVC stages but neither decompose nor score, and say so. The API key the judge is sent is in
+no file the run writes: dvc.lock, metrics.json, results.md, the bundle, the cache."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ from tests.dvc_project import DVC, make_project, run, summeval_rows
 from tests.servers import MODEL_ALIAS, run_llama_server
 
 pytestmark = pytest.mark.server
+
+KEY_ENV = "HDEVAL_PIPELINE_TEST_KEY"
+SECRET = "sk-pipeline-0123456789SECRET"
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +57,7 @@ def test_whole_pipeline_on_a_server_without_likelihoods(tmp_path, llama_server):
                 "concurrency": 1,
                 "timeout": 600.0,
                 "max_retries": 1,
+                "api_key_env": KEY_ENV,
             },
             "hierarchy": {
                 "modes": ["prompt", "likelihood"],  # the likelihood mode is left out, and said so
@@ -67,7 +72,13 @@ def test_whole_pipeline_on_a_server_without_likelihoods(tmp_path, llama_server):
             "dhp": {"n_texts": 2, "probes": False, "baselines": ["direct-prompt", "likelihood"]},
         },
     )
+    env[KEY_ENV] = SECRET
     run([DVC, "repro"], root, env)
+    written = [p for p in root.rglob("*") if p.is_file() and "hdeval" not in p.parts]
+    for name in ("dvc.lock", "metrics.json", "results.md", "llm-cache.sqlite"):
+        assert root / name in written
+    assert root / "models" / "evaluator" / "card.json" in written
+    assert [p for p in written if SECRET.encode() in p.read_bytes()] == []
 
     metrics = json.loads((root / "metrics.json").read_text())
     left_out = metrics["left_out"]
@@ -101,7 +112,8 @@ def test_whole_pipeline_on_a_server_without_likelihoods(tmp_path, llama_server):
     out = root / "scores.jsonl"
     hdeval = str(Path(sys.executable).parent / "hdeval")
     run([hdeval, "score", "--model", "models/evaluator", str(texts), "--out", str(out),
-         "--explain"], root, env)  # fmt: skip
+         "--explain", "--params", "params.yaml"], root, env)  # fmt: skip
+    assert SECRET.encode() not in out.read_bytes()
     for row in map(json.loads, out.read_text().splitlines()):
         assert set(row["explanation"]["aspects"]) == {"coherence"}
         for aspect, part in row["explanation"]["aspects"].items():

@@ -73,18 +73,17 @@ def server_params(path: Path, base_url: str, **extra) -> Path:
 
 
 def server_identity(base_url: str) -> str:
-    from hdeval.llm.openai_compat import OpenAICompatibleBackend
-
-    backend = OpenAICompatibleBackend(base_url=base_url, model=MODEL_ALIAS)
-    backend.close()
-    return backend.identity
+    """The identity of a judge at ``base_url`` that reports nothing about its weights, as
+    llama.cpp's server does (a dead one is named the same: it is never asked)."""
+    return f"openai-compatible:{base_url.rstrip('/')}:{MODEL_ALIAS}"
 
 
-def test_dead_judge_stops_score_at_once_without_leaking_credentials(tmp_path):
-    base_url = f"http://user:s3cr3tpass@127.0.0.1:{free_port()}/v1"
+def test_dead_judge_stops_score_at_once_without_leaking_credentials(tmp_path, monkeypatch):
+    base_url = f"http://127.0.0.1:{free_port()}/v1"
     make_bundle(tmp_path / "bundle", server_identity(base_url))
     write_texts(tmp_path / "in.jsonl", 3)
-    server_params(tmp_path / "p.yaml", base_url)
+    monkeypatch.setenv("HDEVAL_DEAD_JUDGE_KEY", "s3cr3tpass")
+    server_params(tmp_path / "p.yaml", base_url, api_key_env="HDEVAL_DEAD_JUDGE_KEY")
     began = time.monotonic()
     done = run(
         ["score", "in.jsonl", "--model", "bundle", "--params", "p.yaml", "--out", "out.jsonl"],
@@ -179,6 +178,28 @@ def test_killed_score_keeps_its_rows_and_resume_finishes(embedded_project, tmp_p
 
 
 @pytest.mark.model
+def test_invalid_unicode_replaced_scores_every_row_and_marks_it(embedded_project, tmp_path):
+    """Row b was cut inside an emoji (a lone surrogate). With --invalid-unicode replace, rows
+    a, b and c are all scored and b is marked; every row names the bundle and the judge."""
+    rows = [
+        {"id": i, "source": SOURCE, "output": text}
+        for i, text in (("a", "A park."), ("b", "A park \ud83d cut."), ("c", "Trees."))
+    ]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cache, bundle = embedded_project / "cache.sqlite", embedded_project / "bundle"
+    args = ["score", "in.jsonl", "--model", str(bundle), "--out", "out.jsonl"]
+    done = run([*args, "--invalid-unicode", "replace"], tmp_path, cache)
+    assert done.returncode == 0, done.stderr[-3000:]
+    scored = rows_of(tmp_path / "out.jsonl")
+    assert [r["id"] for r in scored] == ["a", "b", "c"]
+    assert [r["unicode_replaced"] for r in scored] == [[], ["output"], []]
+    assert all(None not in r["scores"].values() for r in scored)
+    card = json.loads((bundle / "card.json").read_text())
+    assert {r["judge"] for r in scored} == {embedded_identity(auto_precision())}
+    assert {r["bundle"]["card_sha256"] for r in scored} == {card["card_sha256"]}
+
+
+@pytest.mark.model
 def test_unscored_texts_exit_1_unless_partial_output_is_allowed(embedded_project, tmp_path):
     """A judge that fails every score (no reply puts all its mass on the digits): the rows are
     written with null scores and their failures, exit 1; --allow-partial: exit 0."""
@@ -215,6 +236,18 @@ def test_precision_difference_warns_and_strict_matching_refuses(embedded_project
     assert f"runs in {other}" in " ".join(done.stderr.split())
     (row,) = rows_of(tmp_path / "out.jsonl")
     assert None not in row["scores"].values()
+    assert row["judge"] == embedded_identity(other)
+    # resuming that file with the judge in the bundle's own precision would mix two judges
+    written = (tmp_path / "out.jsonl").read_text()
+    write_texts(tmp_path / "in.jsonl", 2)
+    resume = ["score", "in.jsonl", "--model", bundle, "--out", "out.jsonl", "--resume"]
+    refused(
+        run(resume, tmp_path, cache),
+        f"scored by the judge '{embedded_identity(other)}'",
+        f"this run's judge is '{embedded_identity(auto_precision())}'",
+        "not resuming",
+    )
+    assert (tmp_path / "out.jsonl").read_text() == written
 
 
 def _tiny_labels(root: Path) -> tuple[Path, list[str]]:

@@ -85,9 +85,9 @@ def test_a_frame_longer_than_the_context_is_refused_naming_the_limit() -> None:
         _fit(WordJudge(FRAME), _words("s", 5), _words("t", 5))  # even one word of text is over
 
 
-def test_max_context_is_for_local_backends_only() -> None:
+def test_max_context_of_a_local_judge_or_a_server() -> None:
     assert LLMConfig(max_context=512).max_context == 512
-    with pytest.raises(ValueError, match="max_context"):
-        LLMConfig(backend="openai", base_url="http://h/v1", model="m", max_context=512)
+    server = LLMConfig(backend="openai", base_url="http://h/v1", model="m", max_context=512)
+    assert server.max_context == 512  # a server that does not report its context
     with pytest.raises(ValueError, match="max_context"):
         LLMConfig(max_context=0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -12,7 +13,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
 
-from hdeval.errors import HDEvalError
+from hdeval.errors import ConfigError, HDEvalError
 
 app = typer.Typer(help="Trainable, explainable LLM evaluation (HD-Eval).", no_args_is_help=True)
 model_app = typer.Typer(help="The embedded default judge model.", no_args_is_help=True)
@@ -39,12 +40,41 @@ def _params_file(path: Path | None) -> Path | None:
     return Path("params.yaml") if Path("params.yaml").is_file() else None
 
 
+#: Server URLs (comma-separated) that may receive the API key of a params.yaml not named.
+TRUSTED_URLS = "HDEVAL_TRUSTED_URLS"
+
+
 def _params(path: Path | None):
-    """The params file named (which must exist), else ./params.yaml if present, else defaults."""
+    """The params file named (which must exist), else ./params.yaml if present, else defaults.
+
+    A ./params.yaml that was not named may not send an API key to a server the user did not
+    choose (:func:`_check_key_destination`)."""
     from hdeval.params import Params, load_params
 
     found = _params_file(path)
-    return load_params(found) if found is not None else Params()
+    config = load_params(found) if found is not None else Params()
+    if path is None and found is not None:
+        _check_key_destination(found, config)
+    return config
+
+
+def _check_key_destination(found: Path, config) -> None:
+    """Refuse a params file picked up from the working directory (it may be someone else's)
+    whose server judge would be sent the API key of ``llm.api_key_env``, unless its URL is
+    listed in ``HDEVAL_TRUSTED_URLS``: running hdeval in a directory you did not write must not
+    send your key where you did not choose."""
+    trusted = {u.strip().rstrip("/") for u in os.environ.get(TRUSTED_URLS, "").split(",")}
+    for where, llm in (("llm", config.llm), ("hierarchy.decomposer", config.hierarchy.decomposer)):
+        if llm is None or llm.backend != "openai" or not os.environ.get(llm.api_key_env):
+            continue
+        url = llm.base_url.rstrip("/")
+        if url not in trusted:
+            raise ConfigError(
+                f"{found} was found in the working directory, not named with --params, and its "
+                f"{where} section would send the API key in ${llm.api_key_env} to {url}; hdeval "
+                f"sends a key only to a server you chose: pass --params {found}, or set "
+                f"{TRUSTED_URLS}={url}"
+            )
 
 
 MaxCharsOption = Annotated[

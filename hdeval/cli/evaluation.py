@@ -53,7 +53,7 @@ def _text_scorers(names, model, criteria, aspects, params, data, max_chars):
     if chosen is None:
         chosen = bundle.card["aspects"] if bundle else [c.id for c in tree.layer(1)]
     limit = max_chars or config.data.max_field_chars
-    labels = load_labels(data, chosen, config.data.score_range, limit)
+    labels = load_labels(data, chosen, config.data.score_range, limit, config.data.invalid_unicode)
     judge = open_judge(config.llm)
     evaluator = (
         Evaluator.load(bundle, judge, strict_precision=config.llm.strict_precision)

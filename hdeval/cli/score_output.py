@@ -1,10 +1,12 @@
 """Where ``hdeval score`` writes: checked before any scoring, streamed row by row, resumable.
 
 Each finished row is appended to the JSON Lines file and flushed to disk at once, so a run that
-is killed keeps every row it finished. ``--resume`` continues such a file: its complete rows with
-every aspect scored are kept and skipped, a row cut off by the kill or left without a score is
-scored again. An existing file is never overwritten, and an output path that is one of the
-command's inputs is refused.
+is killed keeps every row it finished. Each row names the bundle and the judge that scored it.
+``--resume`` continues such a file: its complete rows with every aspect scored are kept and
+skipped, a row cut off by the kill or left without a score is scored again. A file written by
+another bundle or judge is refused (one file never mixes two evaluators' scores), and it is
+left as it is until the judge is known to be the same. An existing file is never overwritten,
+and an output path that is one of the command's inputs is refused.
 """
 
 from __future__ import annotations
@@ -40,13 +42,34 @@ def _complete(row: object) -> bool:
     return isinstance(scores, dict) and bool(scores) and None not in scores.values()
 
 
-class ScoreWriter:
-    """Appends JSON rows to ``out`` (or stdout when ``out`` is None), flushing each one."""
+def bundle_record(path: Path, card: dict) -> dict[str, str]:
+    """How a row names the bundle that scored it: the path given and the card's hash."""
+    return {"path": str(path), "card_sha256": card["card_sha256"]}
 
-    def __init__(self, out: Path | None, ids: Iterable[str], resume: bool = False) -> None:
+
+def _named(bundle: object) -> str:
+    if not isinstance(bundle, dict):
+        return "an unnamed bundle"
+    return f"{bundle.get('path')} (card sha256 {str(bundle.get('card_sha256'))[:12]})"
+
+
+class ScoreWriter:
+    """Appends JSON rows to ``out`` (or stdout when ``out`` is None), flushing each one.
+
+    ``bundle`` (:func:`bundle_record`) is what scores this run: with ``resume`` every kept row
+    must name the same bundle, and, checked by :meth:`begin` once the judge is loaded, the same
+    judge."""
+
+    def __init__(
+        self, out: Path | None, ids: Iterable[str], bundle: dict, resume: bool = False
+    ) -> None:
         self.out = out
+        self.bundle = bundle
+        self.judge: str | None = None
         self.done: set[str] = set()
         self.written = 0
+        self._kept: list[tuple[str, dict]] = []
+        self._resuming = False
         self._handle: IO[str] | None = None
         if out is None:
             if resume:
@@ -59,12 +82,13 @@ class ScoreWriter:
                 f"--out {out} already exists; pass --resume to continue that run (its finished "
                 "rows are kept) or remove the file"
             )
+        self._resuming = existing
         if existing:
-            self._resume(out, set(ids))
+            self._read(out, set(ids))
 
-    def _resume(self, out: Path, ids: set[str]) -> None:
-        """Keep the complete, fully scored rows of ``out`` (rewritten atomically)."""
-        kept: list[str] = []
+    def _read(self, out: Path, ids: set[str]) -> None:
+        """Find the complete, fully scored rows of ``out``; refuse a file of another run or
+        another bundle. The file is not changed here."""
         lines = out.read_text(encoding="utf-8", errors="replace").split("\n")
         for number, line in enumerate(lines[:-1], start=1):  # the last piece has no newline
             if not line.strip():
@@ -81,12 +105,34 @@ class ScoreWriter:
                     f"--out {out} line {number}: id {row_id!r} is not among the inputs; "
                     "this is the output of another run, not resuming it"
                 )
+            theirs = row.get("bundle")
+            ours = self.bundle["card_sha256"]
+            if not isinstance(theirs, dict) or theirs.get("card_sha256") != ours:
+                raise ConfigError(
+                    f"--out {out} line {number} was scored by the bundle {_named(theirs)}, this "
+                    f"run scores with {_named(self.bundle)}: one file would mix two evaluators' "
+                    "scores; not resuming it (write to another --out)"
+                )
             if _complete(row) and row_id not in self.done:
                 self.done.add(row_id)
-                kept.append(line + "\n")
-        tmp = out.with_name(f".{out.name}.resume-{os.getpid()}")
-        tmp.write_text("".join(kept), encoding="utf-8")
-        tmp.replace(out)
+                self._kept.append((line + "\n", row))
+
+    def begin(self, judge: str | None) -> None:
+        """Refuse a resumed file whose kept rows another ``judge`` scored (None: no text is left
+        to score, so none is loaded), then rewrite it atomically with its kept rows only."""
+        self.judge = judge
+        if self.out is None or not self._resuming:
+            return
+        for _, row in self._kept:
+            if judge is not None and row.get("judge") != judge:
+                raise ConfigError(
+                    f"--out {self.out} row {row['id']!r} was scored by the judge "
+                    f"{row.get('judge')!r}, this run's judge is {judge!r}: one file would mix "
+                    "two judges' scores; not resuming it (write to another --out)"
+                )
+        tmp = self.out.with_name(f".{self.out.name}.resume-{os.getpid()}")
+        tmp.write_text("".join(line for line, _ in self._kept), encoding="utf-8")
+        tmp.replace(self.out)
 
     def write(self, rows: Iterable[dict]) -> None:
         """Append ``rows`` and force them to disk (the file is created by the first write)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -58,6 +58,15 @@ def score(
         ),
     ] = False,
     max_field_chars: MaxCharsOption = None,
+    invalid_unicode: Annotated[
+        Literal["refuse", "replace"] | None,
+        typer.Option(
+            "--invalid-unicode",
+            help="Text with invalid Unicode (a lone surrogate: an emoji cut in half): refuse "
+            "the file naming the row, or replace it with U+FFFD and mark the row "
+            "(default: data.invalid_unicode).",
+        ),
+    ] = None,
 ) -> None:
     """Score texts with a trained evaluator: per-aspect and per-criterion scores per row.
 
@@ -66,20 +75,26 @@ def score(
     """
     from tqdm.auto import tqdm
 
-    from hdeval.cli.score_output import ScoreWriter, check_out_path
+    from hdeval.cli.score_output import ScoreWriter, bundle_record, check_out_path
     from hdeval.data import load_texts
     from hdeval.errors import JudgeUnavailableError
-    from hdeval.export.evaluator import Evaluator, open_bundle
+    from hdeval.export.evaluator import Evaluator, check_references, open_bundle
     from hdeval.llm.judge import open_judge
     from hdeval.scoring.run import samples_of
 
     # Everything a user can get wrong is checked before the judge loads or is called.
     config = _params(params)
-    samples = samples_of(load_texts(inputs, max_field_chars or config.data.max_field_chars).samples)
+    texts = load_texts(
+        inputs,
+        max_field_chars or config.data.max_field_chars,
+        invalid_unicode or config.data.invalid_unicode,
+    )
+    samples = samples_of(texts.samples)
     bundle = open_bundle(model)
+    check_references(bundle.path, bundle.card, samples)
     if out is not None:
         check_out_path(out, [inputs, model, _params_file(params)])
-    writer = ScoreWriter(out, [s.id for s in samples], resume)
+    writer = ScoreWriter(out, [s.id for s in samples], bundle_record(model, bundle.card), resume)
     todo = [s for s in samples if s.id not in writer.done]
     if writer.done:
         console.print(f"resuming {out}: {len(writer.done)} rows kept, {len(todo)} to score")
@@ -88,9 +103,11 @@ def score(
     try:
         if todo:
             evaluator = Evaluator.load(bundle, open_judge(config.llm), strict_precision=strict)
+        writer.begin(evaluator.scorer.judge.identity if todo else None)
+        origin = {"bundle": writer.bundle, "judge": writer.judge}
         with tqdm(total=len(todo), desc="scoring", unit="text") as bar:
             for sample in todo:  # each row is on disk as soon as it is scored
-                rows = _score_rows(evaluator, [sample], explain)
+                rows = _score_rows(evaluator, [sample], explain, texts.replaced, origin)
                 writer.write(rows)
                 unscored += sum(None in row["scores"].values() for row in rows)
                 truncated += sum(row["truncated"] for row in rows)
@@ -122,8 +139,12 @@ def score(
             raise typer.Exit(1)
 
 
-def _score_rows(evaluator, samples: list, explain: bool) -> list[dict]:
-    """The output rows of ``samples``: scores, criterion scores, failures, truncation."""
+def _score_rows(
+    evaluator, samples: list, explain: bool, replaced: dict, origin: dict
+) -> list[dict]:
+    """The output rows of ``samples``: scores, criterion scores, failures, truncation, the
+    fields whose invalid Unicode was replaced when the texts were read (``replaced``), and the
+    bundle and judge that scored them (``origin``)."""
     result = evaluator.score_samples(samples, progress=False)
     explanations: dict = {}
     if explain:
@@ -143,6 +164,8 @@ def _score_rows(evaluator, samples: list, explain: bool) -> list[dict]:
             "criteria": values["criteria"],
             "failures": failures.get(sample_id, []),
             "truncated": sample_id in truncated,
+            "unicode_replaced": replaced.get(sample_id, []),
+            **origin,
         }
         if explain:
             row["explanation"] = explanations.get(sample_id)

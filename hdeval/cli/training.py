@@ -45,7 +45,9 @@ def features(
     config = _params(params)
     check_out_path(out, [data, criteria, _params_file(params)])
     limit = max_field_chars or config.data.max_field_chars
-    labels = load_labels(data, aspects.split(","), config.data.score_range, limit)
+    labels = load_labels(
+        data, aspects.split(","), config.data.score_range, limit, config.data.invalid_unicode
+    )
     labels = subsample_documents(labels, docs, seed, f"--docs (labels: {data})")
     tree = CriteriaTree.from_yaml(criteria)
     modes = ("prompt", "likelihood") if mode == "both" else (mode,)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -14,13 +15,17 @@ import pandas as pd
 from hdeval.data.table import OPTIONAL_COLUMNS, LabelledData, ScoreRange, _build
 from hdeval.data.validation import (
     MAX_FIELD_CHARS,
+    REPLACED,
     TEXT_ROW_HINT,
+    InvalidUnicode,
     _ErrorLog,
     _normalise_ranges,
     _raw_id,
     _validate_row,
 )
 from hdeval.errors import DataValidationError
+
+logger = logging.getLogger(__name__)
 
 JSON_LINES_SUFFIXES = (".jsonl", ".ndjson", ".json")
 CSV_SUFFIXES = (".csv",)
@@ -196,22 +201,28 @@ def load_labels(
     aspects: Sequence[str],
     score_range: ScoreRange | Mapping[str, ScoreRange],
     max_chars: int = MAX_FIELD_CHARS,
+    invalid_unicode: InvalidUnicode = "refuse",
 ) -> LabelledData:
     """Read and validate a JSONL / JSON-array / CSV label file.
 
     ``score_range`` is one inclusive ``(low, high)`` for every aspect, or a mapping from aspect
-    to its range. A text field longer than ``max_chars`` characters is an error. Raises
-    :class:`DataValidationError` listing every problem found.
+    to its range. A text field longer than ``max_chars`` characters is an error, and so is
+    invalid Unicode (a lone surrogate), unless ``invalid_unicode`` is ``replace``: then it
+    becomes U+FFFD, the rows are named in a warning and in :attr:`LabelledData.replaced`.
+    Raises :class:`DataValidationError` listing every problem found.
     """
     ranges = _normalise_ranges(aspects, score_range)
-    return _load(Path(path), list(aspects), ranges, max_chars)
+    return _load(Path(path), list(aspects), ranges, max_chars, invalid_unicode=invalid_unicode)
 
 
-def load_texts(path: str | Path, max_chars: int = MAX_FIELD_CHARS) -> LabelledData:
+def load_texts(
+    path: str | Path, max_chars: int = MAX_FIELD_CHARS, invalid_unicode: InvalidUnicode = "refuse"
+) -> LabelledData:
     """Read texts to score: rows with ``id``, ``source`` and ``output`` (``doc_id``,
     ``system_id``, ``references`` optional; ``scores`` optional and ignored). A row without a
-    ``doc_id`` gets its source's hash (:func:`~hdeval.data.validation.document_of`)."""
-    return _load(Path(path), [], {}, max_chars, texts=True)
+    ``doc_id`` gets its source's hash (:func:`~hdeval.data.validation.document_of`). Invalid
+    Unicode as in :func:`load_labels`."""
+    return _load(Path(path), [], {}, max_chars, True, invalid_unicode)
 
 
 def _load(
@@ -220,6 +231,7 @@ def _load(
     ranges: dict[str, ScoreRange],
     max_chars: int,
     texts: bool = False,
+    invalid_unicode: InvalidUnicode = "refuse",
 ) -> LabelledData:
     suffix = path.suffix.lower()
     if suffix not in JSON_LINES_SUFFIXES + CSV_SUFFIXES:
@@ -232,7 +244,9 @@ def _load(
     try:
         with open(path, "rb") as handle:
             for where, parsed in _parsed_rows(path, handle, aspects, log, texts):
-                record, problems = _validate_row(parsed, aspects, ranges, max_chars, texts)
+                record, problems = _validate_row(
+                    parsed, aspects, ranges, max_chars, texts, invalid_unicode
+                )
                 row_id = _raw_id(parsed)
                 for problem in problems:
                     log.add(where, problem, row_id)
@@ -252,7 +266,19 @@ def _load(
     if not records and not log.messages:
         log.add("", "file holds no labelled rows")
     log.raise_if_any()
-    return _build(records, list(aspects))
+    data = _build(records, list(aspects))
+    replaced = {r["id"]: r[REPLACED] for r in records if r[REPLACED]}
+    if replaced:
+        named = "; ".join(f"{i!r}: {', '.join(f)}" for i, f in list(replaced.items())[:20])
+        more = f" and {len(replaced) - 20} more" if len(replaced) > 20 else ""
+        logger.warning(
+            "%s: invalid Unicode replaced with U+FFFD in %d rows (%s%s)",
+            path,
+            len(replaced),
+            named,
+            more,
+        )
+    return LabelledData(data.samples, data.targets, replaced)
 
 
 def save_labels(data: LabelledData, path: str | Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 import numpy as np
 
@@ -132,10 +133,15 @@ def load_split(
 
     ``params_file`` names where ``config`` came from, in errors.
     """
-    limit = config.max_field_chars
-    data = load_labels(config.path, config.aspects, config.score_range, limit)
+
+    def load(path: Path) -> LabelledData:
+        return load_labels(
+            path, config.aspects, config.score_range, config.max_field_chars, config.invalid_unicode
+        )
+
+    data = load(config.path)
     for extra in config.new_labels:
-        data = merge_labels(data, load_labels(extra, config.aspects, config.score_range, limit))
+        data = merge_labels(data, load(extra))
     files = ", ".join(map(str, [config.path, *config.new_labels]))
     where = f"data.n_docs in {params_file} (labels: {files})"
     data = subsample_documents(data, config.n_docs, config.seed, where)

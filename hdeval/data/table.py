@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,9 @@ class LabelledData:
 
     samples: pd.DataFrame
     targets: pd.DataFrame
+    #: Row id -> the fields whose invalid Unicode was replaced with U+FFFD when the file was
+    #: read (``data.invalid_unicode: replace``).
+    replaced: Mapping[str, list[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         missing = [c for c in SAMPLE_COLUMNS if c not in self.samples.columns]
@@ -65,7 +68,8 @@ class LabelledData:
         unknown = [i for i in wanted if i not in self.samples.index]
         if unknown:
             raise KeyError(f"unknown row ids: {unknown[:MAX_REPORTED_ERRORS]}")
-        return LabelledData(self.samples.loc[wanted].copy(), self.targets.loc[wanted].copy())
+        marks = {i: self.replaced[i] for i in wanted if i in self.replaced}
+        return LabelledData(self.samples.loc[wanted].copy(), self.targets.loc[wanted].copy(), marks)
 
     def rows(self) -> Iterator[dict[str, Any]]:
         """Each row as a canonical JSON-ready dict (the label-file schema)."""

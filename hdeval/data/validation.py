@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
@@ -17,6 +18,13 @@ from hdeval.errors import ConfigError, DataValidationError
 #: Default longest text field of a row, in characters (``data.max_field_chars``).
 MAX_FIELD_CHARS = 1_000_000
 _TEXT_FIELDS = ("id", "doc_id", "system_id", "source", "output", "reference", *OPTIONAL_COLUMNS)
+#: What to do with invalid Unicode in a text (``data.invalid_unicode``).
+InvalidUnicode = Literal["refuse", "replace"]
+#: A lone surrogate: half of a character that JSON's ``\\ud83d`` escapes can spell and no
+#: encoding can write (a text cut inside an emoji, say).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+#: The record key listing the fields whose invalid Unicode was replaced.
+REPLACED = "unicode_replaced"
 
 
 def _int_to_str(value: Any) -> Any:
@@ -110,16 +118,49 @@ def _blank_errors(raw: Mapping[str, Any]) -> list[str]:
 
 def _length_errors(raw: Mapping[str, Any], max_chars: int) -> list[str]:
     """Text fields longer than ``max_chars`` characters."""
+    return [
+        f"field '{name}': {len(value):,} characters, more than the limit of {max_chars:,} "
+        "(data.max_field_chars in params, --max-field-chars on the command line)"
+        for name, value in _text_fields(raw)
+        if len(value) > max_chars
+    ]
+
+
+def _text_fields(raw: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(field name, text) of every text field of a row that holds text, references one by
+    one."""
     fields = [(f, raw.get(f)) for f in _TEXT_FIELDS]
     references = raw.get("references")
     if isinstance(references, list):
         fields += [(f"references[{i}]", ref) for i, ref in enumerate(references)]
-    return [
-        f"field '{name}': {len(value):,} characters, more than the limit of {max_chars:,} "
-        "(data.max_field_chars in params, --max-field-chars on the command line)"
-        for name, value in fields
-        if isinstance(value, str) and len(value) > max_chars
-    ]
+    return [(name, value) for name, value in fields if isinstance(value, str)]
+
+
+def _unicode_problems(
+    raw: dict[str, Any], invalid_unicode: InvalidUnicode
+) -> tuple[dict[str, Any], list[str], list[str]]:
+    """(row, errors, fields replaced): lone surrogates in the row's texts are errors
+    (``refuse``) or replaced with U+FFFD (``replace``)."""
+    bad = [(name, match) for name, text in _text_fields(raw) if (match := _SURROGATE.search(text))]
+    if not bad:
+        return raw, [], []
+    if invalid_unicode == "refuse":
+        return raw, [_unicode_error(name, match) for name, match in bad], []
+    fixed = {k: _SURROGATE.sub("\ufffd", v) if isinstance(v, str) else v for k, v in raw.items()}
+    if isinstance(raw.get("references"), list):
+        fixed["references"] = [
+            _SURROGATE.sub("\ufffd", r) if isinstance(r, str) else r for r in raw["references"]
+        ]
+    return fixed, [], [name for name, _ in bad]
+
+
+def _unicode_error(field: str, match: re.Match[str]) -> str:
+    return (
+        f"field '{field}': invalid Unicode: lone surrogate U+{ord(match.group()):04X} at "
+        f"character {match.start()} (a text cut inside an emoji or another character); fix "
+        "the text, or replace such code points with U+FFFD and mark the row "
+        "(data.invalid_unicode: replace; hdeval score --invalid-unicode replace)"
+    )
 
 
 def _validate_row(
@@ -128,18 +169,21 @@ def _validate_row(
     ranges: Mapping[str, ScoreRange],
     max_chars: int = MAX_FIELD_CHARS,
     texts: bool = False,
+    invalid_unicode: InvalidUnicode = "refuse",
 ) -> tuple[dict[str, Any] | None, list[str]]:
     """Validate one parsed row; return (canonical record or None, error messages).
 
     ``texts``: a row to score rather than a label row, whose ``doc_id`` may be left out
-    (:func:`document_of` gives one)."""
+    (:func:`document_of` gives one). ``invalid_unicode``: see :func:`_unicode_problems`; the
+    fields replaced are listed in the record under :data:`REPLACED`."""
     if not isinstance(raw, dict):
         return None, [f"expected a JSON object, got {_type_name(raw)}"]
-    if texts and raw.get("doc_id") is None and isinstance(raw.get("source"), str):
-        raw = {**raw, "doc_id": document_of(raw["source"])}
     errors: list[str] = _length_errors(raw, max_chars)
     if errors:
         return None, errors
+    raw, errors, replaced = _unicode_problems(raw, invalid_unicode)
+    if texts and raw.get("doc_id") is None and isinstance(raw.get("source"), str):
+        raw = {**raw, "doc_id": document_of(raw["source"])}
     row = None
     try:
         row = _RowModel.model_validate(raw)
@@ -164,6 +208,7 @@ def _validate_row(
         "references": references,
         **{c: getattr(row, c) for c in OPTIONAL_COLUMNS},
         "scores": {a: float(row.scores[a]) for a in aspects},
+        REPLACED: replaced,
     }
     return record, []
 

@@ -10,8 +10,10 @@ score, one likelihood, one generation) and trips on either of two rules:
   reply shows the server is up and resets this count: a reply that cannot be read as a score, or
   the refusal of a prompt longer than the context, is a problem of that item, not of the server.
 - **failure share**: more than ``max_share`` of all items failed, for any reason (outages and bad
-  replies alike), once at least ``min_items`` were tried. This catches a server that answers but
-  whose answers are mostly unusable.
+  replies alike) but a prompt longer than the context, once at least ``min_items`` were tried.
+  This catches a server that answers but whose answers are mostly unusable.
+
+A server that answers nothing at all for ``llm.timeout`` seconds trips it at once (:meth:`trip`).
 
 Once tripped it stays tripped: :meth:`CircuitBreaker.check` raises
 :class:`~hdeval.errors.JudgeUnavailableError` on every later call, so no further work is sent.
@@ -70,6 +72,13 @@ class CircuitBreaker:
             why = self._rule_broken()
             if why is not None and self._message is None:
                 self._message = self._compose(why, failure)
+
+    def record_refusal(self) -> None:
+        """An item the server refused as longer than its context: it answered, so the count of
+        outages in a row starts again, and the item is that item's problem, not the server's:
+        it counts towards neither rule."""
+        with self._lock:
+            self.consecutive = 0
 
     def _rule_broken(self) -> str | None:
         if self.consecutive >= self.max_consecutive:

@@ -18,7 +18,11 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
+from hdeval.errors import ConfigError
 from hdeval.paths import hdeval_home
+
+#: The cache's file name inside a directory (``HDEVAL_CACHE`` naming a directory).
+CACHE_FILE = "llm.sqlite"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
@@ -37,20 +41,37 @@ def cache_key(*parts: object) -> str:
 
 
 def default_cache_path() -> Path:
-    """``HDEVAL_CACHE`` if set, else ``<hdeval home>/cache/llm.sqlite``."""
+    """The file ``HDEVAL_CACHE`` names if set (see :func:`cache_file`), else
+    ``<hdeval home>/cache/llm.sqlite``."""
     env = os.environ.get("HDEVAL_CACHE")
-    return Path(env) if env else hdeval_home() / "cache" / "llm.sqlite"
+    return cache_file(env) if env else hdeval_home() / "cache" / CACHE_FILE
+
+
+def cache_file(path: str | Path) -> Path:
+    """The sqlite file of a cache location: ``path`` itself, or ``llm.sqlite`` inside it where
+    it is an existing directory or is written with a trailing slash."""
+    text = str(path)
+    if Path(text).is_dir() or text.endswith(("/", os.sep)):
+        return Path(text) / CACHE_FILE
+    return Path(text)
 
 
 class ResultCache:
     """Key-value store of LLM results with hit/miss counters."""
 
     def __init__(self, path: str | Path | None = None) -> None:
-        self.path = Path(path) if path else default_cache_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = cache_file(path) if path else default_cache_path()
         self._local = threading.local()
-        with self._connect() as conn:
-            conn.executescript(_SCHEMA)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self._connect() as conn:
+                conn.executescript(_SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            fix = "give" if path else "set HDEVAL_CACHE to"
+            raise ConfigError(
+                f"cannot open the LLM result cache {self.path}: {exc}; {fix} a file that can be "
+                f"created, or a directory (the cache is then {CACHE_FILE} inside it)"
+            ) from None
         self.hits = 0
         self.misses = 0
 

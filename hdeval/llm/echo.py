@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from hdeval.llm.types import LogLikelihood
+from hdeval.llm.types import MAX_MASS, LogLikelihood
 
 # Largest difference (nats) between the echoed and the generated log-probability of one token
 # at one position; they are the same quantity, computed by a prefill and by a decoding step.
@@ -94,6 +94,11 @@ def continuation_loglikelihood(echo: Echo, context_chars: int, prompt_chars: int
     values = [echo.logprobs[i] for i in span]
     if any(v is None or not math.isfinite(v) for v in values):
         raise EchoError(f"an echoed continuation token has no log-probability: {values}")
+    if any(v > math.log(MAX_MASS) for v in values):  # type: ignore[operator]
+        raise EchoError(
+            f"impossible log-probabilities (above 0: a probability above 1) among the echoed "
+            f"continuation's: {values}"
+        )
     return LogLikelihood(tokens=tuple(values))  # type: ignore[arg-type]
 
 

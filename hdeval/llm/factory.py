@@ -22,6 +22,8 @@ def make_backend(config: LLMConfig) -> LLMBackend:
             max_consecutive_failures=config.max_consecutive_failures,
             max_failure_share=config.max_failure_share,
             identity=config.identity,
+            connect_timeout=config.connect_timeout,
+            max_context=config.max_context,
         )
     from hdeval.llm.local import TransformersBackend
 

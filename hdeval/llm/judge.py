@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from hdeval.llm.cache import ResultCache, cache_key
-from hdeval.llm.digits import DEFAULT_MIN_MASS
+from hdeval.llm.digits import DEFAULT_MIN_MASS, distribution_problem
 from hdeval.llm.types import DigitScore, LLMBackend, LogLikelihood, TokenCounts
 from hdeval.params import LLMConfig
 
@@ -75,10 +75,11 @@ class CachedJudge:
         """Score digit distributions for ``suffixes`` (cache key -> criterion suffix).
 
         A cached distribution whose digit mass is below this judge's ``min_digit_mass`` (it was
-        stored under a laxer setting) is a failure now, as a fresh one would be.
+        stored under a laxer setting) is a failure now, as a fresh one would be; one that no
+        model can give (NaN, a mass above 1: stored before hdeval checked) is asked again.
         """
         answers: Answers[DigitScore] = Answers()
-        found = self.cache.get_many(suffixes)
+        found = self.cache.get_many(suffixes, usable=_possible_distribution)
         for key, value in found.items():
             score = DigitScore.from_dict(value)
             if score.mass < self.min_digit_mass:
@@ -151,6 +152,15 @@ class CachedJudge:
             "tokens": self.tokens.to_dict(),
             "seconds": round(time.monotonic() - self._opened, 1),
         }
+
+
+def _possible_distribution(value: dict) -> bool:
+    """Whether a cached digit distribution is one a model can give (see
+    :func:`~hdeval.llm.digits.distribution_problem`)."""
+    try:
+        return distribution_problem(DigitScore.from_dict(value)) is None
+    except (KeyError, TypeError, ValueError):
+        return False
 
 
 def open_judge(config: LLMConfig, cache: ResultCache | None = None) -> CachedJudge:

@@ -4,13 +4,16 @@ Each criterion suffix is one chat completion of a single token with ``logprobs``
 distribution is read from the first token's ``top_logprobs``. Requests run on a bounded thread
 pool and the ``openai`` client retries 408/409/429/5xx replies, timeouts and connection errors
 with exponential backoff. An item that still fails, or whose reply cannot be read as a score,
-becomes a :class:`DigitScore` failure with the reason; no score is ever invented. A prompt longer
-than the server's context is refused by the server (HTTP 400, not retried) and recorded as such.
+becomes a :class:`DigitScore` failure with the reason; no score is ever invented.
 
-Before its first request the backend checks once, without retries, that the server answers
-``GET /models`` at all, and a :class:`~hdeval.llm.breaker.CircuitBreaker` stops the run with
-:class:`~hdeval.errors.JudgeUnavailableError` when the server keeps failing, instead of paying
-every remaining item's retries.
+Before its first request the backend asks the server once, without retries, what it serves
+(``GET /models``: :mod:`hdeval.llm.server_models` names the judge by it). A server that keeps
+failing trips a :class:`~hdeval.llm.breaker.CircuitBreaker`, and one that answers nothing for
+``llm.timeout`` seconds trips it at once (:mod:`hdeval.llm.server_http`): the run stops with
+:class:`~hdeval.errors.JudgeUnavailableError` instead of paying every remaining item's retries.
+Prompts are cut to the server's context (vLLM's ``max_model_len``, else ``llm.max_context``) in
+its own tokens (:mod:`hdeval.llm.server_context`); a prompt the server still refuses as too long
+is that item's failure, not an outage.
 
 Log-likelihoods use the legacy ``/v1/completions`` endpoint with ``echo=True``
 (:mod:`hdeval.llm.server_likelihood`).
@@ -34,31 +37,21 @@ from typing import Any
 from hdeval.errors import ConfigError, HDEvalError
 from hdeval.llm.breaker import CircuitBreaker
 from hdeval.llm.digits import DEFAULT_MIN_MASS, digit_score
+from hdeval.llm.server_context import ServerContext, ServerTokens
 from hdeval.llm.server_errors import describe_failure, is_context_error, is_outage
+from hdeval.llm.server_http import ServerStalled, open_client
 from hdeval.llm.server_likelihood import EchoLikelihood
+from hdeval.llm.server_models import ServedModel
 from hdeval.llm.truncation import ContextOverflow
 from hdeval.llm.types import DigitScore, TokenCounts
 from hdeval.llm.urls import mask_secrets, scrub_url, url_secrets
 
 log = logging.getLogger(__name__)
 
-PLACEHOLDER_API_KEY = "not-needed"
-# Longest wait for the one reachability check (and for the template look-ups), in seconds.
-REACHABILITY_TIMEOUT = 10.0
-_HTTP_LOGGERS = ("httpx", "httpx2", "httpcore", "openai")
 _MAX_DETAIL = 300
 
 
-def quiet_http_logs() -> None:
-    """Set the HTTP client loggers to WARNING unless a level was chosen for them: at INFO they
-    log one line per request, with its full URL."""
-    for name in _HTTP_LOGGERS:
-        logger = logging.getLogger(name)
-        if logger.level == logging.NOTSET:
-            logger.setLevel(logging.WARNING)
-
-
-class OpenAICompatibleBackend(EchoLikelihood):
+class OpenAICompatibleBackend(ServedModel, ServerContext, EchoLikelihood):
     """An LLM judge behind an OpenAI-compatible server: ``/v1/chat/completions`` for scores and
     generation, ``/v1/completions`` for log-likelihoods where the server supports them."""
 
@@ -76,19 +69,25 @@ class OpenAICompatibleBackend(EchoLikelihood):
         max_consecutive_failures: int = 8,
         max_failure_share: float = 0.5,
         chat_frame: tuple[str, str] | None = None,
+        connect_timeout: float = 10.0,
+        max_context: int | None = None,
     ) -> None:
-        """``chat_frame`` is the text the model's chat template puts before and after a user
-        message; by default it is asked from the server when a likelihood is first needed."""
-        from openai import OpenAI
-
+        """``timeout`` is the read timeout of a request, and how long the server may answer
+        nothing at all before the run stops; ``max_context`` the server's context in tokens
+        (prompt and reply) where it does not report it. ``chat_frame`` is the text the model's
+        chat template puts before and after a user message; by default it is asked from the
+        server when it is first needed."""
         if not base_url:
             raise ConfigError("llm.base_url is empty; give the server's /v1 URL")
         if concurrency < 1:
             raise ConfigError(f"llm.concurrency must be at least 1, got {concurrency}")
         if max_retries < 0:
             raise ConfigError(f"llm.max_retries must be 0 or more, got {max_retries}")
-        if timeout <= 0:
-            raise ConfigError(f"llm.timeout must be positive, got {timeout}")
+        if timeout <= 0 or connect_timeout <= 0:
+            raise ConfigError(
+                f"llm.timeout and llm.connect_timeout must be positive, got {timeout} and "
+                f"{connect_timeout}"
+            )
         if top_logprobs < 5:
             raise ConfigError(
                 f"llm.top_logprobs must be at least 5 (one per digit), got {top_logprobs}"
@@ -102,27 +101,26 @@ class OpenAICompatibleBackend(EchoLikelihood):
         self.max_retries = max_retries
         self.min_digit_mass = min_digit_mass
         self.top_logprobs = top_logprobs
-        self._identity = identity
-        self.served_weights: str | None = None  # as the server's /models reports them
-        self.max_model_len: int | None = None
+        self._given_identity = identity
+        self._identity: str | None = None
+        self.reported: dict[str, Any] = {}  # what the server's /models reports about the model
+        self._given_context = max_context
         self.breaker = CircuitBreaker(self.server, max_consecutive_failures, max_failure_share)
         key = os.environ.get(api_key_env) or ""
         self._secrets = sorted({key, *url_secrets(base_url)} - {""}, key=len, reverse=True)
-        quiet_http_logs()
-        self._client = OpenAI(
-            base_url=base_url,
-            api_key=key or PLACEHOLDER_API_KEY,
-            timeout=timeout,
-            max_retries=max_retries,
+        self._client, self.progress = open_client(
+            base_url, key, timeout, connect_timeout, max_retries
         )
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self._reached = False
         self._reach_lock = threading.Lock()
         self._chat_frame = chat_frame
+        self._frame_asked = chat_frame is not None
         self._probed = False
         self._likelihood_problem: str | None = None
         self._probe_lock = threading.Lock()
+        self._tokens = ServerTokens(self._post_root, model, self.server)
         self.tokens = TokenCounts()
 
     def __repr__(self) -> str:
@@ -175,6 +173,25 @@ class OpenAICompatibleBackend(EchoLikelihood):
         n = self.max_retries if retries is None else retries
         return self._scrub(describe_failure(exc, self.timeout, n))
 
+    def _record_failure(self, exc: Exception) -> str:
+        """The reason of a request that failed, counted by the breaker: a server that answers
+        nothing trips it at once; a prompt longer than the server's context is a problem of
+        that item only and not counted; any other failure is counted (as an outage where the
+        server could not be used at all)."""
+        reason = self._describe(exc)
+        if isinstance(exc, ServerStalled):
+            self.breaker.trip(
+                f"no answer from the server to any request for {exc.seconds:.3g}s "
+                f"(llm.timeout {self.timeout:g}s): it takes requests but does not reply; if it "
+                "is only slow, raise llm.timeout",
+                reason,
+            )
+        if is_context_error(exc):
+            self.breaker.record_refusal()
+        else:
+            self.breaker.record(reason, is_outage(exc))
+        return reason
+
     def _chat(self, message: str, **params: Any) -> Any:
         reply = self._client.chat.completions.create(
             model=self.model,
@@ -196,72 +213,29 @@ class OpenAICompatibleBackend(EchoLikelihood):
             reused=getattr(details, "cached_tokens", None) or 0,
         )
 
-    @property
-    def identity(self) -> str:
-        """What this judge is, in every cache key and bundle card: the identity given
-        (``llm.identity``), else the server, the model alias and the weights the server reports
-        serving under it (vLLM's ``root``: its weights directory or hub name), so that new
-        weights behind the same alias never reuse stale scores. Asked of the server once
-        (``GET /models``, with the reachability check); a server that reports no weights is
-        named by its URL and alias alone: give ``llm.identity`` when you change its weights."""
-        if self._identity is None:
-            self._ready()
-            weights = f"@{self.served_weights}" if self.served_weights else ""
-            self._identity = f"openai-compatible:{self.server}:{self.model}{weights}"
-        return self._identity
-
     # ----------------------------------------------------------------- availability
     def _ready(self) -> None:
-        """Raise if the judge was found unavailable; check once that the server answers."""
+        """Raise if the judge was found unavailable; ask once what the server serves."""
         self.breaker.check()
         if self._reached:
             return
         with self._reach_lock:
             if not self._reached:
-                self._check_reachable()
+                self._ask_models()
                 self._reached = True
-
-    def _check_reachable(self) -> None:
-        """One ``GET /models`` without retries. Only no answer at all is fatal: some servers
-        lack ``/models`` or want a key for it, and say so with an HTTP error."""
-        import openai
-
-        wait = min(self.timeout, REACHABILITY_TIMEOUT)
-        try:
-            models = self._client.with_options(timeout=wait, max_retries=0).models.list()
-            self._learn_weights(models)
-        except openai.APIConnectionError as exc:  # refused, unresolvable, or no reply in time
-            why = f"GET {self.server}/models got no answer (waited up to {wait:g}s, no retry)"
-            self.breaker.trip(why, self._describe(exc, retries=0))
-            self.breaker.check()
-        except Exception as exc:
-            log.debug("GET /models at %s: %s", self.server, self._describe(exc, retries=0))
-
-    def _learn_weights(self, models: Any) -> None:
-        """The weights and context the server reports for our model alias (vLLM: ``root``,
-        ``max_model_len``), where it reports them."""
-        for entry in getattr(models, "data", None) or []:
-            if getattr(entry, "id", None) != self.model:
-                continue
-            root = getattr(entry, "root", None)
-            if isinstance(root, str) and root and root != self.model:
-                self.served_weights = mask_secrets(root, self._secrets)
-            length = getattr(entry, "max_model_len", None)
-            self.max_model_len = length if isinstance(length, int) else None
 
     # ----------------------------------------------------------------- scoring
     def _score_one(self, message: str) -> DigitScore:
         if self.breaker.tripped:  # the rest of a batch, once the breaker has tripped
             return DigitScore(failure="not sent: the judge was found unavailable")
         started = time.perf_counter()
-        outage = False
         try:
             reply = self._chat(message, max_tokens=1, logprobs=True, top_logprobs=self.top_logprobs)
             result = self._read_digits(reply)
         except Exception as exc:  # one bad item must not sink the batch
-            outage = is_outage(exc)
-            result = DigitScore(failure=self._describe(exc))
-        self.breaker.record(result.failure, outage)
+            result = DigitScore(failure=self._record_failure(exc))
+        else:
+            self.breaker.record(result.failure)
         elapsed = time.perf_counter() - started
         if result.ok:
             log.debug("digit score from %s in %.3fs", self.identity, elapsed)
@@ -311,8 +285,7 @@ class OpenAICompatibleBackend(EchoLikelihood):
             reply = self._chat(prompt, max_tokens=max_new_tokens)
             text = reply.choices[0].message.content
         except Exception as exc:
-            reason = self._describe(exc)
-            self.breaker.record(reason, is_outage(exc))
+            reason = self._record_failure(exc)
             self.breaker.check()
             error = ContextOverflow if is_context_error(exc) else HDEvalError
             raise error(f"generation with {self.identity} failed: {reason}") from None

@@ -4,7 +4,9 @@ and the fingerprint of its weights (part of its identity)."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -12,7 +14,9 @@ import torch
 
 from hdeval.errors import ConfigError
 from hdeval.llm.embedded import MANIFEST
-from hdeval.paths import sha256_file
+from hdeval.paths import sha256_file, write_text_atomic
+
+SIDECAR = ".hdeval-fingerprint.json"
 
 
 def cpu_supports_bf16() -> bool:
@@ -57,7 +61,12 @@ def resolve_dtype(name: str) -> torch.dtype:
 
 
 def weights_fingerprint(path: Path) -> str:
-    """sha256 identifying a model's weights: the source GGUF hash or the weight files' hashes."""
+    """sha256 identifying a model's weights: the source GGUF hash or the weight files' hashes.
+
+    The hash of a directory's weight files is kept in a side file (:data:`SIDECAR`) with their
+    names, sizes and modification times, so it is computed once; the side file is written
+    atomically and read with a guard: one that does not match, or cannot be read whole, is
+    computed again and rewritten."""
     if path.is_file():
         return sha256_file(path)
     manifest = path / MANIFEST
@@ -66,18 +75,28 @@ def weights_fingerprint(path: Path) -> str:
     files = sorted(p for p in path.iterdir() if p.suffix in {".safetensors", ".bin", ".gguf"})
     if not files:
         raise ConfigError(f"no weight files (*.safetensors, *.bin, *.gguf) in {path}")
-    sidecar = path / ".hdeval-fingerprint.json"
+    sidecar = path / SIDECAR
     stamp = [[p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in files]
-    if sidecar.is_file():
-        cached = json.loads(sidecar.read_text())
-        if cached.get("stamp") == stamp:
-            return cached["sha256"]
-    import hashlib
-
+    known = _read_sidecar(sidecar, stamp)
+    if known is not None:
+        return known
     digest = hashlib.sha256("".join(sha256_file(p) for p in files).encode()).hexdigest()
-    with contextlib.suppress(OSError):
-        sidecar.write_text(json.dumps({"stamp": stamp, "sha256": digest}))
+    with contextlib.suppress(OSError):  # a read-only directory: hashed again next time
+        write_text_atomic(sidecar, json.dumps({"stamp": stamp, "sha256": digest}))
     return digest
+
+
+def _read_sidecar(sidecar: Path, stamp: list) -> str | None:
+    """The hash the side file records for weight files of ``stamp``, or None where it is
+    missing, for other files, or not a whole, well-formed record."""
+    try:
+        cached = json.loads(sidecar.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(cached, dict) or cached.get("stamp") != stamp:
+        return None
+    digest = cached.get("sha256")
+    return digest if isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest) else None
 
 
 QUANTIZATIONS = ("none", "int8", "auto")

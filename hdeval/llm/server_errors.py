@@ -38,9 +38,13 @@ def describe_failure(exc: Exception, timeout: float, retries: int) -> str:
     longer than the context says so first. Not yet scrubbed of secrets."""
     import openai
 
+    from hdeval.llm.server_http import ServerStalled
+
     name = type(exc).__name__
     retried = f"after {retries} {'retry' if retries == 1 else 'retries'}"
-    if isinstance(exc, openai.APIStatusError):
+    if isinstance(exc, ServerStalled):
+        detail = f"{name}: no answer from the server to any request for {exc.seconds:.3g}s"
+    elif isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         if status not in RETRIED_STATUS and status < 500:
             retried = "(not retried)"

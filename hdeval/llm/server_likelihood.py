@@ -26,7 +26,6 @@ from hdeval.llm.echo import (
     generated,
     repeat_problem,
 )
-from hdeval.llm.server_errors import is_outage
 from hdeval.llm.types import LogLikelihood
 
 log = logging.getLogger(__name__)
@@ -54,7 +53,7 @@ class EchoLikelihood:
     """The likelihood path of :class:`~hdeval.llm.openai_compat.OpenAICompatibleBackend`.
 
     It uses the backend's client, model, server name, breaker, ``_each``, ``_ready``,
-    ``_describe``, ``_count`` and ``_chat_frame``.
+    ``_describe``, ``_record_failure``, ``_count`` and ``_chat_frame``.
     """
 
     _probed: bool
@@ -169,16 +168,15 @@ class EchoLikelihood:
         context, continuation = job
         if self.breaker.tripped:  # the rest of a batch, once the breaker has tripped
             return LogLikelihood(failure="not sent: the judge was found unavailable")
-        outage = False
         try:
             echo = self._echo(context + continuation)
             result = continuation_loglikelihood(
                 echo, len(context), len(context) + len(continuation)
             )
         except Exception as exc:
-            outage = is_outage(exc)
-            result = LogLikelihood(failure=self._describe(exc))
-        self.breaker.record(result.failure, outage)
+            result = LogLikelihood(failure=self._record_failure(exc))
+        else:
+            self.breaker.record(None)
         if not result.ok:
             log.warning("no likelihood from %s: %s", self.identity, result.failure)
         return result

@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Protocol, runtime_checkable
 
 SCORE_DIGITS: tuple[str, ...] = ("1", "2", "3", "4", "5")
+#: Largest total probability a model's listed tokens may hold: 1, and rounding.
+MAX_MASS = 1.0 + 1e-3
 
 
 @dataclass(frozen=True)
@@ -85,8 +87,13 @@ class LogLikelihood:
 
     @staticmethod
     def readable(data: dict) -> bool:
-        """Whether a cached value holds per-token log-probabilities (older ones held a sum)."""
-        return isinstance(data.get("tokens"), list) and bool(data["tokens"])
+        """Whether a cached value holds per-token log-probabilities (older ones held a sum),
+        each one a model can give (finite, not above 0)."""
+        tokens = data.get("tokens")
+        if not isinstance(tokens, list) or not tokens:
+            return False
+        top = math.log(MAX_MASS)
+        return all(isinstance(t, int | float) and math.isfinite(t) and t <= top for t in tokens)
 
 
 @dataclass

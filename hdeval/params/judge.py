@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
+from urllib.parse import unquote, urlsplit
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from hdeval.params.base import Section, refuse_retired
 
+#: Names of URL query parameters whose values are credentials: api_key, key, token, sig...
+SECRET_PARAM = re.compile(r"key|token|secret|passw|pwd|auth|sig|credential|session", re.I)
 #: Weights the embedded backend can pull (``llm.model``; None = the first, the default).
 EMBEDDED_MODELS = ("qwen2.5-coder-0.5b-instruct-q4_k_m", "qwen2.5-coder-1.5b-instruct-q4_k_m")
 
@@ -32,23 +36,28 @@ class LLMConfig(Section):
     """Local judges: auto is bfloat16 on a CPU with AMX (or a GPU), float32 elsewhere."""
     quantize: Literal["none", "int8", "auto"] = "auto"
     """Local judges: int8 runs every Linear layer with int8 weights and per-token int8
-    activations (:mod:`hdeval.llm.int8`); auto does so exactly where ``dtype: auto`` runs
-    float32 on the CPU (no AMX). int8 is part of the judge's identity: it never shares cache
-    entries with float32."""
+    activations (:mod:`hdeval.llm.int8`); auto does so where ``dtype: auto`` runs float32 on
+    the CPU (no AMX) and the CPU has VNNI (without it int8 products are slower than float32).
+    int8 is part of the judge's identity: it never shares cache entries with float32."""
     device: str = "cpu"
     """Local judges: the torch device (cpu, cuda)."""
     concurrency: int = Field(4, ge=1)
     """openai: requests in flight at once, and texts scored at once."""
-    timeout: float = Field(120.0, gt=0)
-    """openai: seconds to wait for one reply."""
+    timeout: float = Field(60.0, gt=0)
+    """openai: seconds a request waits for its reply (the read timeout); a server that answers
+    no request for this long stops the run (it takes requests but does not reply). Raise it for
+    a server slower than this per request."""
+    connect_timeout: float = Field(10.0, gt=0)
+    """openai: seconds to wait for a connection to the server."""
     max_retries: int = Field(5, ge=0)
     """openai: retries of a request that timed out or got HTTP 408/409/429/5xx."""
     min_digit_mass: float = Field(0.5, ge=0, le=1)
     """Least probability the judge must put on the digits 1-5 for a prompt score; below it the
     reply is a recorded failure, never a number."""
     max_context: int | None = Field(None, ge=1)
-    """Local judges: fit prompts to this many tokens instead of the model's own context (a
-    server enforces its own: a longer prompt is a recorded failure)."""
+    """Local judges: fit prompts to this many tokens instead of the model's own context.
+    openai: the server's context in tokens (prompt and reply), where it does not report one
+    (vLLM reports ``max_model_len``); prompts are cut to fit it, and the row marked truncated."""
     max_consecutive_failures: int = Field(8, ge=1)
     """openai: stop the run after this many items in a row got no usable answer."""
     max_failure_share: float = Field(0.5, gt=0, le=1)
@@ -56,11 +65,25 @@ class LLMConfig(Section):
     strict_precision: bool = False
     """Refuse a bundle trained with the same judge in another precision instead of warning."""
     identity: str | None = Field(None, min_length=1)
-    """openai: names the served weights in every cache key and bundle card. vLLM reports its
-    weights (``root`` in ``/v1/models``) and is named by them anyway; for a server that does not
-    (llama.cpp, hosted APIs), set something that changes with the weights, e.g.
-    ``qwen2.5-7b-instruct-q4_k_m@2026-11``, so that new weights behind the same name never
-    reuse cached scores of the old ones."""
+    """openai: a name of the served weights, added to what the server reports about them
+    (vLLM: ``root`` and ``max_model_len``) in every cache key and bundle card. Set something
+    that changes with the weights, e.g. ``qwen2.5-7b-instruct-q4_k_m@2026-11``, where the server
+    reports nothing (llama.cpp, hosted APIs: a warning says so) or only a path (vLLM): new
+    weights behind the same name or path would reuse cached scores of the old ones. A server
+    without ``/v1/models`` is used only with it."""
+
+    @field_validator("base_url")
+    @classmethod
+    def _no_credentials(cls, url: str | None) -> str | None:
+        """A key in the URL would be written wherever params are: dvc.yaml tracks the whole
+        ``llm`` section in dvc.lock."""
+        if url and (found := credentials_in(url)):
+            raise ValueError(
+                f"holds credentials ({', '.join(found)}); they would be written to dvc.lock and "
+                "everywhere params are recorded. Put the key in an environment variable and name "
+                "it in llm.api_key_env (sent as a bearer token)"
+            )
+        return url
 
     @model_validator(mode="before")
     @classmethod
@@ -97,8 +120,17 @@ class LLMConfig(Section):
             raise ValueError(
                 "llm.identity names a server's weights; a local judge is named by its own"
             )
-        if self.backend == "openai" and self.max_context is not None:
-            raise ValueError(
-                "llm.max_context applies to the local backends; the server enforces its own"
-            )
         return self
+
+
+def credentials_in(url: str) -> list[str]:
+    """The kinds of credentials ``url`` holds: ``user:password@``, and ``?name=`` or
+    ``#name=`` for each key- or token-like parameter (their values are not named)."""
+    parts = urlsplit(url if "//" in url else "//" + url)
+    found = ["user:password@"] if "@" in parts.netloc else []
+    for mark, text in (("?", parts.query), ("#", parts.fragment)):
+        for item in filter(None, text.split("&")):
+            name = unquote(item.partition("=")[0]).strip()
+            if "=" in item and SECRET_PARAM.search(name):
+                found.append(f"{mark}{name}=")
+    return found

@@ -40,6 +40,7 @@ from hdeval.scoring.columns import (
     feature_columns,
     with_unconditioned,
 )
+from hdeval.scoring.family_scorer import FamilyScorer
 from hdeval.scoring.likelihood_stats import statistics
 from hdeval.scoring.prompts import (
     TEMPLATE_VERSION,
@@ -57,8 +58,9 @@ from hdeval.tree.criteria import CriteriaTree, Criterion
 log = logging.getLogger(__name__)
 
 
-#: The passes over one sample: a scoring mode, or the source-free likelihood of the text.
-Pass = Literal["prompt", "likelihood", "source_free"]
+#: The passes over one sample: a scoring mode, the source-free likelihood of the text, or a
+#: signal family's likelihood (:mod:`hdeval.scoring.family_scorer`).
+Pass = Literal["prompt", "likelihood", "source_free", "family"]
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,8 @@ class CriterionScorer:
         self.modes = tuple(modes)
         self.unconditioned = with_unconditioned(self.modes, unconditioned)
         self.profile = profile
+        families = profile.families if self.unconditioned else ()
+        self.families = FamilyScorer(judge, self.task, families)
 
     # ----------------------------------------------------------------- requests per sample
     def prompt_requests(
@@ -133,6 +137,12 @@ class CriterionScorer:
                 segments, continuation = self._layout(kind, sample.source, sample.output)
                 requests = self._requests(kind, tree, criteria, segments, continuation)
                 planned.append(PlannedPass(sample, kind, segments, continuation, requests))
+            for r in self.families.requests(sample):
+                request = Request(r.family, r.key, r.spec.instruction)
+                segments = list(r.spec.segments)
+                planned.append(
+                    PlannedPass(sample, "family", segments, r.spec.continuation, [request])
+                )
         return planned
 
     # ----------------------------------------------------------------- main loop
@@ -211,7 +221,11 @@ class CriterionScorer:
             if kind == "likelihood":
                 read = fitted.output
             results.update(self._resolve(sample.id, requests, run, kind, segments, continuation))
-        return self._values(results, read)
+        values = self._values(results, read)
+        if self.families.families:
+            given, free = results.get(UNCONDITIONED), results.get(SOURCE_FREE)
+            values.update(self.families.score(sample, read, given, free, run))  # type: ignore[arg-type]
+        return values
 
     def _values(
         self, results: dict[str, DigitScore | LogLikelihood], read: str

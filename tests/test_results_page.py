@@ -1,0 +1,45 @@
+"""docs/results.md and the README's results table are generated from the committed run records,
+so no figure is typed twice."""
+
+from __future__ import annotations
+
+import json
+
+from hdeval.report.results_page import results_page, summary_table
+from tests.code_deps import REPO
+
+
+def test_docs_results_is_generated_from_the_run_records() -> None:
+    written = (REPO / "docs" / "results.md").read_text()
+    assert written == results_page(REPO), (
+        "docs/results.md is out of date: python -m hdeval.report.results_page > docs/results.md"
+    )
+
+
+def test_the_readme_shows_the_generated_summary_table() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert summary_table(REPO) in readme, (
+        "README.md's results table is out of date: python -m hdeval.report.results_page --summary"
+    )
+
+
+def test_every_run_record_names_its_cpu_and_time() -> None:
+    records = [REPO / "metrics.json", *sorted((REPO / "docs" / "runs").glob("*.json"))]
+    for path in records:
+        metrics = json.loads(path.read_text())
+        assert "cpu" in metrics.get("machine", {}), path
+        assert metrics["llm"].get("seconds", 0) > 0, path
+
+
+def test_the_headline_is_a_few_numbers_of_the_full_record() -> None:
+    """headline.json (the DVC metrics file) holds at most 25 numbers, all from metrics.json."""
+    from hdeval.report.summary import headline
+
+    metrics = json.loads((REPO / "metrics.json").read_text())
+    numbers = headline(metrics)
+    assert len(numbers) <= 25
+    assert all(isinstance(v, int | float) or v is None for v in numbers.values())
+    assert numbers["r"] == round(metrics["held_out"]["hdeval"]["average"]["dataset"]["pearson"], 4)
+    assert numbers["test_rows"] == metrics["rows"]["test"]
+    written = json.loads((REPO / "headline.json").read_text())
+    assert written == numbers  # the committed file is the committed record's headline
