@@ -92,7 +92,10 @@ def _fits(judge: CachedJudge, planned: PlannedPass) -> bool:
     if not (isinstance(backend, ContextLimited) and backend.max_context):
         return True
     longest = max((r.suffix for r in planned.requests), key=len)
-    tokens = backend.prompt_tokens(planned.segments, longest, planned.continuation)
+    try:
+        tokens = backend.prompt_tokens(planned.segments, longest, planned.continuation)
+    except HDEvalError:  # a backend may refuse to count past its context
+        return False
     return tokens <= backend.max_context
 
 
