@@ -19,7 +19,8 @@ every criterion of the final tree.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
 from hdeval import workspace as ws
 from hdeval.baselines.registry import BASELINES, make_scorers, without_likelihood
@@ -34,6 +35,8 @@ from hdeval.pipeline.project_state import ProjectState
 from hdeval.pipeline.request_count import Planner, Probes, StageCost
 from hdeval.scoring.columns import Profile
 from hdeval.scoring.criterion_scorer import CriterionScorer
+from hdeval.scoring.family_scorer import FamilyScorer
+from hdeval.scoring.run import samples_of
 from hdeval.training.hierarchy import criteria_to_expand, next_layer, usable_modes
 from hdeval.tree.criteria import CriteriaTree, apply_overrides, aspects_tree, pinned
 
@@ -70,10 +73,27 @@ class _Run:
         self.unconditioned = self.hierarchy.unconditioned and "likelihood" in self.hierarchy.modes
         self.lengths: dict[tuple[str, str], int] = {}  # tokens per text, for every planner
 
-    def scorer(self, modes) -> CriterionScorer:
-        return CriterionScorer(
-            self.judge, self.params.task, modes, self.unconditioned, self.profile
-        )
+    def scorer(self, modes, families: Sequence[str] | None = None) -> CriterionScorer:
+        """The layer stages' scorer in ``modes``; ``families`` instead of the params' ones."""
+        profile = self.profile
+        if families is not None:
+            profile = replace(profile, families=tuple(families))
+        return CriterionScorer(self.judge, self.params.task, modes, self.unconditioned, profile)
+
+    def families_for(self, samples, notes: list[str]) -> list[str]:
+        """The params' signal families that ``samples`` can feed (DHP's texts have no other
+        reference to read); a note names each one left out."""
+        rows, kept = samples_of(samples), []
+        for family in self.profile.families:
+            scorer = FamilyScorer(self.judge, self.params.task, [family])
+            try:
+                for row in rows:
+                    scorer.requests(row)
+            except HDEvalError as exc:
+                notes.append(f"{family} family left out: {exc}")
+                continue
+            kept.append(family)
+        return kept
 
     def bundle(self, tree: CriteriaTree, retrained_too: bool) -> Evaluator | None:
         """The trained bundle, where it scores this run's aspects on criteria of ``tree`` with
@@ -135,9 +155,13 @@ def _plan(run: _Run, upper: bool) -> tuple[list[StageCost], list[str]]:
         current = run.bundle(tree, retrained_too=True)
         bundle = current if not upper or not run.state.reruns("train") else None
         if bundle is not None:
-            planner.count(dhp, bundle.scorer.plan(combined, bundle.tree))
+            try:
+                planner.count(dhp, bundle.scorer.plan(combined, bundle.tree))
+            except HDEvalError as exc:
+                dhp.notes.append(f"the bundle cannot score DHP's texts: {exc}")
         else:
-            planner.count(dhp, run.scorer(modes).plan(combined, tree))
+            families = run.families_for(combined, dhp.notes)
+            planner.count(dhp, run.scorer(modes, families).plan(combined, tree))
         if run.state.reruns("train") and current is not None:
             assumptions.append(
                 "dhp: the retrained bundle reads what the current one reads; at most: every "
