@@ -297,9 +297,10 @@ def test_hdeval_score_in_a_new_process_gives_the_evaluate_stages_scores(project,
 
 
 def test_hdeval_train_runs_dvc_yamls_stages_without_dvc(project, tmp_path):
-    """``hdeval train`` in a copy of the project without DVC's state runs dvc.yaml's stages in
-    its order and writes what ``dvc repro`` wrote (the same held-out scores, from the cache);
-    with ``--params`` naming a stricter acceptance, the refusal is exit 2 and the bundle stays."""
+    """``hdeval train --params`` in a copy of the project without DVC's state runs dvc.yaml's
+    stages in its order and writes what ``dvc repro`` wrote (the same held-out scores, from the
+    cache); the stricter acceptance that file names refuses the bundle: exit 2, and what
+    finished stays."""
     root, env, _, params = project
     outputs = {".dvc", "dvc.lock", "work", "models", "plots", "metrics.json", "results.md",
                "headline.json", "report.html"}  # fmt: skip
@@ -312,15 +313,6 @@ def test_hdeval_train_runs_dvc_yamls_stages_without_dvc(project, tmp_path):
     env = {**env, "PYTHONPATH": str(copy), "HDEVAL_CACHE": str(tmp_path / "cache.sqlite")}
     shutil.copy(root / "llm-cache.sqlite", tmp_path / "cache.sqlite")
     hdeval = str(Path(sys.executable).parent / "hdeval")
-    done = _run([hdeval, "train"], copy, env)
-    stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
-    expected = [n for n in stages if n != "layer"]
-    expected[2:2] = ["layer@1", "layer@2", "layer@3"]
-    assert re.findall(r"Running stage '([^']+)'", done) == expected
-    ours = json.loads((copy / "metrics.json").read_text())["held_out"]["hdeval"]
-    theirs = json.loads((root / "metrics.json").read_text())["held_out"]["hdeval"]
-    assert ours["average"]["dataset"] == pytest.approx(theirs["average"]["dataset"])
-
     strict = {**params, "acceptance": {**params["acceptance"], "dhp_threshold": 50.0,
                                        "on_failure": "fail"}}  # fmt: skip
     (copy / "strict.yaml").write_text(yaml.safe_dump(strict, sort_keys=False))
@@ -328,9 +320,16 @@ def test_hdeval_train_runs_dvc_yamls_stages_without_dvc(project, tmp_path):
         [hdeval, "train", "--params", "strict.yaml"], cwd=copy, env=env, capture_output=True,
         text=True, check=False,
     )  # fmt: skip
-    assert refused.returncode == 2
-    assert "DHP refused hdeval" in refused.stdout + refused.stderr
-    assert (copy / "models/evaluator/card.json").is_file()
+    said = refused.stdout + refused.stderr
+    stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
+    expected = [n for n in stages if n not in ("layer", "report")]  # stopped by the DHP gate
+    expected[2:2] = ["layer@1", "layer@2", "layer@3"]
+    assert re.findall(r"Running stage '([^']+)'", said) == expected
+    assert refused.returncode == 2 and "DHP refused hdeval" in said
+    assert (copy / "models/evaluator/card.json").is_file()  # what finished stays
+    ours = json.loads((copy / "work/evaluate/metrics.json").read_text())["held_out"]["hdeval"]
+    theirs = json.loads((root / "metrics.json").read_text())["held_out"]["hdeval"]
+    assert ours["average"]["dataset"] == pytest.approx(theirs["average"]["dataset"])
 
 
 def _repro_acceptance(root: Path, env: dict, params: dict, gates: dict):

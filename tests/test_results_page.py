@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from hdeval.report.results_page import results_page, summary_table
+from hdeval.report.results_page import BLOCKS, block, results_page
 from tests.code_deps import REPO
 
 
@@ -16,11 +16,12 @@ def test_docs_results_is_generated_from_the_run_records() -> None:
     )
 
 
-def test_the_readme_shows_the_generated_summary_table() -> None:
-    readme = (REPO / "README.md").read_text()
-    assert summary_table(REPO) in readme, (
-        "README.md's results table is out of date: python -m hdeval.report.results_page --summary"
-    )
+def test_the_readme_and_cost_tables_are_generated_from_the_run_records() -> None:
+    for name, opening, closing, make in BLOCKS:
+        text = (REPO / name).read_text()
+        assert block(text, opening, closing) == make(REPO), (
+            f"{name}'s generated table is out of date: python -m hdeval.report.results_page"
+        )
 
 
 def test_every_run_record_names_its_cpu_and_time() -> None:

@@ -1,13 +1,12 @@
-"""docs/results.md, generated from the committed run records, so no figure is typed twice:
-``metrics.json`` (the default run) and ``docs/runs/<name>.json`` (each preset's, and the default
-split with the bigger judge). ``python -m hdeval.report.results_page`` rewrites the page; a test
-checks it is up to date.
+"""docs/results.md, the README's results table and docs/cost.md's table, generated from the
+committed run records, so no figure is typed twice: ``metrics.json`` (the default run) and
+``docs/runs/<name>.json`` (each preset's, and the default split with the bigger judge).
+``python -m hdeval.report.results_page`` rewrites them; a test checks they are up to date.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -35,8 +34,8 @@ SHOWN = (
 INTRO = """# Results
 
 Generated from the committed run records (`metrics.json`, `docs/runs/*.json`) by
-`python -m hdeval.report.results_page`; each run's record names its CPU, judge and time
-(`--summary` prints the README's table).
+`python -m hdeval.report.results_page` (which also writes the README's table and docs/cost.md's);
+each run's record names its CPU, judge and time.
 Held-out documents only; Pearson r averaged over the aspects, with 95 % CIs from a bootstrap
 over held-out documents; a paired difference compares two scorers on the same drawn documents.
 DHP: D = log₀.₀₅ p with expert weights, ≥ 1 means discerned at p < 0.05.
@@ -161,6 +160,28 @@ def summary_table(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def cost_table(root: Path, record: str = "metrics.json") -> str:
+    """docs/cost.md's table: each LLM stage's calls, prompt tokens and minutes in a run record."""
+    metrics = json.loads((root / record).read_text())
+    llm, cpu = metrics["llm"], metrics.get("machine", {}).get("cpu", "an unrecorded CPU")
+    lines = [
+        f"Judge `{llm['identity']}` on {cpu}:",
+        "",
+        "| stage | LLM calls | answers from the cache | prompt tokens | minutes |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for stage, cost in llm["stages"].items():
+        lines.append(
+            f"| {stage} | {cost['llm_calls']:,} | {cost['cache_hits']:,} | "
+            f"{cost['tokens']['prompt']:,} | {cost.get('seconds', 0.0) / 60:.1f} |"
+        )
+    lines.append(
+        f"| **all** | {llm['llm_calls']:,} | {llm['cache_hits']:,} | "
+        f"{llm['tokens']['prompt']:,} | {llm.get('seconds', 0.0) / 60:.1f} |"
+    )
+    return "\n".join(lines) + "\n"
+
+
 def results_page(root: Path) -> str:
     """The whole page from the records under ``root``; a run without a record says so."""
     parts = [INTRO]
@@ -173,7 +194,27 @@ def results_page(root: Path) -> str:
     return "\n".join(parts)
 
 
+#: The generated blocks of other documents: file, opening marker, closing marker, generator.
+BLOCKS = (
+    ("README.md", "<!-- results: generated -->\n", "<!-- end of results -->", summary_table),
+    ("docs/cost.md", "<!-- cost: generated -->\n", "<!-- end of cost -->", cost_table),
+)
+
+
+def block(text: str, opening: str, closing: str) -> str:
+    """The generated part of ``text`` between its markers."""
+    start = text.index(opening) + len(opening)
+    return text[start : text.index(closing, start)]
+
+
+def write_docs(root: Path) -> None:
+    """Rewrite docs/results.md and every generated block from the run records under ``root``."""
+    (root / "docs" / "results.md").write_text(results_page(root))
+    for name, opening, closing, make in BLOCKS:
+        path = root / name
+        text = path.read_text()
+        path.write_text(text.replace(block(text, opening, closing), make(root), 1))
+
+
 if __name__ == "__main__":
-    sys.stdout.write(
-        summary_table(Path(".")) if "--summary" in sys.argv else results_page(Path("."))
-    )
+    write_docs(Path("."))

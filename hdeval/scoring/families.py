@@ -4,7 +4,7 @@ judge, each one switch of ``hierarchy.families`` and a few feature columns.
 =============  ==========================================================  ===================
 family         columns (target ``_text`` unless named)                     LLM cost per text
 =============  ==========================================================  ===================
-coverage       ``cov``: the source's lead (first 120 words) given the      one likelihood pass
+coverage       ``cov``: the source's lead (first 60 words) given the       one likelihood pass
                text, mean token log-probability (BARTScore's recall        over the lead, plus
                direction); ``cov.gain``: that minus the lead's own         one per document
                likelihood (how much the text explains of the source)
@@ -46,7 +46,7 @@ from hdeval.scoring.sources import (
 )
 
 #: Words of the source's opening that coverage reads.
-LEAD_WORDS = 120
+LEAD_WORDS = 60
 
 
 @dataclass(frozen=True)
