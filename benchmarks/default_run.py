@@ -1,12 +1,16 @@
-"""Wall time of the default `dvc repro` per stage from an empty LLM cache, and its cost per text.
+"""Wall time of the default `dvc repro` per stage from an empty LLM cache, its cost per text,
+and what ``hdeval estimate`` said it would cost.
 
 In a temporary copy of the project (dvc.yaml, pipelines/, hdeval/, data/, a params file,
-``dvc init --no-scm``) it runs ``dvc repro`` with a fresh result cache and prints, per stage:
-wall seconds (from one "Running stage" line to the next), LLM calls and prompt tokens through
-the model (the stages' own reports, gathered in ``metrics.json``), and seconds and prompt
-tokens per text (layers: training texts; evaluate and baselines: held-out texts; dhp: the
-perturbed and original texts it scored). The CPU line (``lscpu`` model, bf16/AVX flags) and the
-judge's precision come first. Figures only; nothing is asserted.
+``dvc init --no-scm``) it first runs ``hdeval estimate --json`` on a result cache of its own (so
+the run stays cold), then ``dvc repro`` with a fresh result cache, and prints, per stage: wall
+seconds (from one "Running stage" line to the next), LLM calls and prompt tokens through the
+model (the stages' own reports, gathered in ``metrics.json``), seconds and prompt tokens per
+text (layers: training texts; evaluate and baselines: held-out texts; dhp: the perturbed and
+original texts it scored), and the estimate's calls, tokens and minutes beside them (its
+expected case; the most it allows where that differs), with estimate / measured for the LLM
+stages together. The CPU line (``lscpu`` model, bf16/AVX flags) and the judge's precision come
+first. Figures only; nothing is asserted.
 
 ``--isa avx2`` holds torch's kernels (ATen, oneDNN, MKL, fbgemm) to AVX2, so that a CPU with
 AVX512 or AMX runs the code paths of an AVX2-only one (``dtype: auto`` then picks fp32 with int8
@@ -59,6 +63,58 @@ def repro(root: Path, env: dict) -> dict[str, float]:
     return {name: end - start for (name, start), end in zip(starts, ends, strict=True)}
 
 
+def estimate(root: Path, env: dict) -> dict:
+    """``hdeval estimate --json`` in ``root`` on an empty result cache of its own."""
+    env = {**env, "HDEVAL_CACHE": str(root / "estimate-cache.sqlite")}
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "hdeval"), "estimate", "--json"],
+        cwd=root, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if done.returncode:
+        raise SystemExit(f"hdeval estimate failed: {done.stderr[-2000:]}")
+    return json.loads(done.stdout)
+
+
+def ratio(estimated: float | None, measured: float) -> str:
+    return "?" if estimated is None or not measured else f"{estimated / measured:.2f}"
+
+
+def print_comparison(seconds: dict[str, float], stages: dict, predicted: dict) -> None:
+    """Per LLM stage and in total: measured calls, tokens and minutes beside the estimate's."""
+    print(f"\n{'stage':<11} {'calls':>6} {'est.':>6} {'tokens':>8} {'est.':>8} "
+          f"{'min':>5} {'est.':>5}  at most (calls, tokens, min)")  # fmt: skip
+    total = {"calls": 0, "tokens": 0, "seconds": 0.0}
+    for row in predicted["stages"]:
+        name, upper = row["stage"], row["at_most"]
+        cost = stages.get(name, {})
+        calls, tokens = cost.get("llm_calls", 0), cost.get("tokens", {}).get("prompt", 0)
+        wall = seconds.get(name, 0.0)
+        total["calls"] += calls
+        total["tokens"] += tokens
+        total["seconds"] += wall
+        bound = ""
+        if (upper["calls"], upper["prompt_tokens"]) != (row["calls"], row["prompt_tokens"]):
+            bound = f"{upper['calls']}, {upper['prompt_tokens']}, {minutes(upper['seconds'])}"
+        print(f"{name:<11} {calls:>6} {row['calls']:>6} {tokens:>8} {row['prompt_tokens']:>8} "
+              f"{wall / 60:>5.1f} {minutes(row['seconds']):>5}  {bound}")  # fmt: skip
+    est = predicted["total"]
+    print(
+        f"{'LLM stages':<11} {total['calls']:>6} {est['calls']:>6} {total['tokens']:>8} "
+        f"{est['prompt_tokens']:>8} {total['seconds'] / 60:>5.1f} {minutes(est['seconds']):>5}"
+    )
+    print(f"estimate / measured: calls {ratio(est['calls'], total['calls'])}, tokens "
+          f"{ratio(est['prompt_tokens'], total['tokens'])}, minutes "
+          f"{ratio(est['seconds'], total['seconds'])} (LLM stages' wall time)")  # fmt: skip
+    for line in predicted["assumptions"]:
+        print(f"expected case: {line}")
+    if predicted["calibration"]:
+        print(f"calibration: {predicted['calibration']['speeds']}")
+
+
+def minutes(seconds: float | None) -> str:
+    return "?" if seconds is None else f"{seconds / 60:.1f}"
+
+
 def texts_per_stage(params_path: Path, metrics: dict) -> dict[str, int]:
     """The texts each LLM stage scored: training, held-out, or DHP's originals and copies."""
     from hdeval.data import load_labels
@@ -97,6 +153,10 @@ def main() -> None:
     cpu = cpu_line() + ("; kernels held to AVX2 (--isa avx2)" if args.isa == "avx2" else "")
     print(cpu, flush=True)
     start = time.perf_counter()
+    predicted = estimate(root, env)
+    estimate_seconds = time.perf_counter() - start
+    print(f"hdeval estimate took {estimate_seconds:.0f} s", flush=True)
+    start = time.perf_counter()
     seconds = repro(root, env)
     total = time.perf_counter() - start
     metrics = json.loads((root / "metrics.json").read_text())
@@ -114,6 +174,7 @@ def main() -> None:
         per_text = f"{wall / n:7.2f} {tokens / n:8.0f}" if n else f"{'':>7} {'':>8}"
         print(f"{name:<11} {wall:7.0f} {calls:>9} {tokens:>10} {n or '':>6} {per_text}")
     print(f"{'total':<11} {total:7.0f}  ({total / 60:.1f} min)")
+    print_comparison(seconds, stages, predicted)
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)
 

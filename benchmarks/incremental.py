@@ -34,7 +34,7 @@ from pathlib import Path
 import yaml
 
 from hdeval.llm.cache import ResultCache
-from hdeval.report.results import llm_totals
+from hdeval.report.summary import llm_totals
 from hdeval.tree.criteria import CriteriaTree
 
 REPO = Path(__file__).resolve().parents[1]

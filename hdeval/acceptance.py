@@ -74,11 +74,15 @@ def _best(rows: pd.DataFrame, names: Sequence[str]) -> str | None:
     return max(present, key=lambda n: present[n].value) if present else None
 
 
-def compared_with(table: pd.DataFrame, settings: AcceptanceParams) -> list[str]:
+def compared_with(
+    table: pd.DataFrame, settings: AcceptanceParams, peer: str | None = None
+) -> list[str]:
     """The scorers the bundle's verdict is stated against: the best same-judge baseline of
-    ``settings.baselines`` and the best reference-based scorer, those the table has."""
+    ``settings.baselines``, the best reference-based scorer and the published ``peer``, those
+    the table has."""
     rows = _gate_rows(table, settings)
-    return [n for n in (_best(rows, settings.baselines), _best(rows, REFERENCE_BASED)) if n]
+    named = (_best(rows, settings.baselines), _best(rows, REFERENCE_BASED), peer)
+    return [n for n in named if n and _figure(rows, n) is not None]
 
 
 def paired_differences(
@@ -116,6 +120,7 @@ def baseline_verdict(
     settings: AcceptanceParams,
     scorer: str = "hdeval",
     paired: pd.DataFrame | None = None,
+    peer: str | None = None,
 ) -> Verdict:
     """Compare ``scorer`` with the best of ``settings.baselines`` in a comparison table.
 
@@ -137,7 +142,8 @@ def baseline_verdict(
         return Verdict("baselines", False, f"baselines refused {scorer}: it has no {what}{note}")
     name = _best(rows, settings.baselines)
     reference = _best(rows, REFERENCE_BASED)
-    figures: dict = {scorer: asdict(own)}
+    figures: dict = {"level": settings.level, "correlation": settings.correlation}
+    figures[scorer] = asdict(own)
     extra = ""
     if reference is not None:
         ref = _figure(rows, reference)
@@ -147,6 +153,12 @@ def baseline_verdict(
             f"; {side} the best reference-based scorer {reference!r} ({ref}, needs reference "
             f"texts){_paired_note(paired, reference)}"
         )
+    published = _figure(rows, peer) if peer else None
+    if published is not None:
+        figures[peer] = asdict(published)
+        figures["peer"] = peer
+        side = "above" if own.value >= published.value else "below"
+        extra += f"; {side} the published peer {peer!r} ({published}{_paired_note(paired, peer)})"
     if name is None:
         message = f"baselines not checked for {scorer} ({what} {own}): no baseline{note}{extra}"
         return Verdict("baselines", True, message, figures)

@@ -19,6 +19,7 @@ PARAMS_ENV = "HDEVAL_PARAMS"
 PARAMS = Path(os.environ.get(PARAMS_ENV) or "params.yaml")
 WORK = Path("work")
 LABELS = WORK / "labels.json"
+PEER = WORK / "peer.json"
 PREPARED = WORK / "prepared"
 LAYERS = WORK / "layers"
 TUNE = WORK / "tune"

@@ -24,19 +24,20 @@ def main() -> None:
     dhp_table = pd.read_csv(ws.DHP / f"{name}.csv", index_col=0)
     table = pd.read_csv(ws.BASELINES / "compare.csv")
     test = load_labels(ws.PREPARED / "test.jsonl", params.data.aspects, params.data.score_range)
+    peer = params.evaluate.peer.name if params.evaluate.peer else None  # stated, not gated
     differences = paired_differences(
         ws.read_features(ws.BASELINES / "predictions.csv"),
         test.samples,
         test.targets,
         name,
-        compared_with(table, settings),
+        compared_with(table, settings, peer),
         settings,
         params.evaluate.bootstrap,
         params.hierarchy.seed,
     )
     verdicts = [
         dhp_verdict(name, dhp["D_min_ew"], dhp_table, settings),
-        baseline_verdict(table, settings, name, differences),
+        baseline_verdict(table, settings, name, differences, peer),
     ]
     ws.write_json(ws.ACCEPTANCE, {"verdicts": [v.to_dict() for v in verdicts]})
     print("\n".join(enforce(verdicts, settings.on_failure)))

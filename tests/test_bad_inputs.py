@@ -323,6 +323,29 @@ def test_tuning_refused_on_features_with_too_many_failed_scores():
         check_failed_shares(features, 0.3)
 
 
+def test_a_bundle_trained_with_references_refuses_a_row_without_them(tmp_path):
+    """The references family reads every text's reference: a row without one is named before
+    the judge is opened."""
+    from hdeval.scoring.columns import Profile
+
+    profile = Profile(("mean",), False, False, ("references",))
+    names = feature_columns([c.id for c in TREE], ["prompt"], True, profile)
+    X = np.random.default_rng(0).uniform(1, 5, (40, len(names)))
+    export_bundle(
+        tmp_path / "bundle", make_aggregator("linear").fit(X, X[:, :2]), TREE, names, ASPECTS,
+        llm_identity="transformers:judge:0123456789abcdef:float32", task=TaskSpec(),
+        modes=["prompt"], unconditioned=True, profile=profile, training_data="synthetic", sample=X,
+    )  # fmt: skip
+    card = json.loads((tmp_path / "bundle" / "card.json").read_text())
+    assert card["families"] == ["references"]
+    rows = [{"id": "with", "source": "S.", "output": "O.", "references": ["R."]},
+            {"id": "without", "source": "S.", "output": "O."}]  # fmt: skip
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "params.yaml").write_text(NO_JUDGE)
+    done = run(["score", "in.jsonl", "--model", "bundle"], tmp_path)
+    refused(done, "row 'without' has no references", "references family")
+
+
 def test_invalid_unicode_is_refused_before_any_judge_call(project):
     """Row b's text was cut inside an emoji (a lone surrogate): refused when the file is read,
     naming the row and the field, before the judge is opened: rows a and c are not scored

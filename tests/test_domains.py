@@ -203,7 +203,10 @@ def test_presets_are_complete_and_consistent(name) -> None:
     assert params.dhp.task == ("dialogue" if name == "topical-chat" else "data_to_text")
     if name != "topical-chat":
         assert (REPO / params.data.path).is_file()
-    assert params.data.n_docs is not None  # a subset sized for the 2-core machine
+    assert params.data.n_docs is None  # every document: the labels are few enough
+    assert params.evaluate.peer is not None and params.evaluate.peer.name == "unieval"
+    domain = {"dialogue"} if name == "topical-chat" else {"slots"}
+    assert domain <= set(params.hierarchy.families)  # the family that reads this kind of source
     if "prompt" in params.hierarchy.modes:  # int8 blurs prompt scores (README, Other domains)
         assert params.llm.quantize == "none"
 

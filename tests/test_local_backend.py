@@ -281,11 +281,15 @@ def test_int8_judge_loads_scores_close_to_fp32_and_has_its_own_identity(
 
 
 def test_kernels_capped_to_avx2_pick_the_avx2_only_precision():
-    """``dtype: auto`` / ``quantize: auto`` under ``ATEN_CPU_CAPABILITY=avx2`` choose fp32 with
-    int8 Linear layers, as on a CPU without bf16, even where the CPU has AVX512-BF16 or AMX."""
+    """``dtype: auto`` / ``quantize: auto`` under ``ATEN_CPU_CAPABILITY=avx2`` choose fp32, as on
+    a CPU without bf16, even where the CPU has AVX512-BF16 or AMX; int8 Linear layers where the
+    CPU has VNNI (its int8 products are the fast ones)."""
     import os
     import subprocess
     import sys
+    from pathlib import Path
+
+    from hdeval.llm.precision import int8_is_fast
 
     code = (
         "from hdeval.llm.precision import resolve_dtype, resolve_quantize; "
@@ -295,7 +299,8 @@ def test_kernels_capped_to_avx2_pick_the_avx2_only_precision():
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
-    assert out.stdout.split() == ["torch.float32", "int8"]
+    vnni = int8_is_fast(Path("/proc/cpuinfo").read_text().split())
+    assert out.stdout.split() == ["torch.float32", "int8" if vnni else "none"]
 
 
 def test_auto_precision_is_bf16_only_with_amx_tiles():
@@ -305,8 +310,10 @@ def test_auto_precision_is_bf16_only_with_amx_tiles():
 
     import torch
 
-    from hdeval.llm.precision import bf16_is_fast, resolve_dtype, resolve_quantize
+    from hdeval.llm.precision import bf16_is_fast, int8_is_fast, resolve_dtype, resolve_quantize
 
+    assert not int8_is_fast(["avx2", "fma"])  # AVX2 alone: torch's int8 products are slower
+    assert int8_is_fast(["avx2", "avx_vnni"]) and int8_is_fast(["avx512f", "avx512_vnni"])
     no_amx = ["avx2", "avx512f", "avx512_vnni", "avx512_bf16"]
     assert not bf16_is_fast(no_amx, "AVX512")
     assert bf16_is_fast([*no_amx, "amx_bf16", "amx_tile"], "AVX512")
@@ -315,7 +322,9 @@ def test_auto_precision_is_bf16_only_with_amx_tiles():
         Path("/proc/cpuinfo").read_text().split(), torch.backends.cpu.get_cpu_capability()
     )
     assert resolve_dtype("auto") == (torch.bfloat16 if live else torch.float32)
-    assert resolve_quantize("auto", "auto", "cpu") == ("none" if live else "int8")
+    flags = Path("/proc/cpuinfo").read_text().split()
+    int8 = not live and int8_is_fast(flags)
+    assert resolve_quantize("auto", "auto", "cpu") == ("int8" if int8 else "none")
 
 
 def test_a_reply_with_no_digit_mass_is_a_failure_even_with_no_minimum(embedded_dir):

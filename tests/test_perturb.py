@@ -24,6 +24,7 @@ from hdeval.dhp.rules import (
     DROP_NO_OTHER_TEXT,
     INJECTION_SENTENCE,
     CharacterDeletion,
+    FirstHalf,
     InstructionInjection,
     RandomTypos,
     Replacement,
@@ -190,6 +191,12 @@ def test_sentence_split_and_detokenize():
     ]
 
 
+def test_first_half_keeps_the_first_half_of_the_words():
+    cut = FirstHalf().apply("The council voted on Monday to close the park for repairs .", 0)
+    assert cut.text == "The council voted on Monday to"
+    assert FirstHalf().apply("Too short .", 0).text is None
+
+
 def test_task_sets_follow_dhp_table_2():
     def names(task, llm=True):
         return [p.name for p in perturbations_for(task, llm=llm, probes=False)]
@@ -202,6 +209,7 @@ def test_task_sets_follow_dhp_table_2():
         *made,
         "reorder_minor",
         "reorder_major",
+        "first_half",
         "rewrite_insert_minor",
         "rewrite_insert_major",
     ]
@@ -221,6 +229,7 @@ def test_task_sets_follow_dhp_table_2():
         *noise,
         "word_deletion_minor",
         "word_deletion_major",
+        "first_half",
     ]
     assert names("story", llm=False) == [
         "deletion_minor",
@@ -265,7 +274,7 @@ def test_task_sets_follow_dhp_table_2():
 
 def test_default_set_has_all_dhp_perturbations_and_the_probe():
     names = [p.name for p in summary_perturbations()]
-    assert len(names) == 13 and len(set(names)) == 13
+    assert len(names) == 14 and len(set(names)) == 14  # DHP's 12, our first_half, the probe
     assert names[-1] == "instruction_injection"
     levels = [p.level for p in summary_perturbations(probes=False)]
     assert levels == sorted(levels, key=["character", "word", "sentence"].index)
@@ -276,6 +285,7 @@ def test_default_set_has_all_dhp_perturbations_and_the_probe():
         "typo_major",
         "reorder_minor",
         "reorder_major",
+        "first_half",
     ]
     with pytest.raises(ConfigError):
         CharacterDeletion("medium")  # type: ignore[arg-type]

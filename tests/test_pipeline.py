@@ -52,6 +52,8 @@ def project(tmp_path_factory, embedded_dir):
     )  # every layer grows (test_pipeline_server.py covers a stopped tree)
     params["aggregator"].update(n_trials=2, cv_folds=2)
     params["hierarchy"]["modes"] = ["prompt", "likelihood"]
+    # the sentences family needs no LLM call of its own (coverage: test_family_judge.py)
+    params["hierarchy"].update(families=["sentences"], min_family_gain=None)
     params["evaluate"]["bootstrap"] = 10
     params["dhp"].update(n_texts=2)
     params["acceptance"].update(on_failure="warn")
@@ -80,7 +82,13 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     metrics = json.loads((root / "metrics.json").read_text())
     held_out = metrics["held_out"]
     assert set(held_out) >= {"hdeval", "without_layer_3", "averaged_scores", "prompt_only"}
-    assert {"likelihood_only", "unconditioned_likelihood_only"} <= set(held_out)
+    assert {"likelihood_only", "unconditioned_likelihood_only", "without_sentences"} <= set(
+        held_out
+    )
+    assert metrics["selection"]["families"] == ["sentences"]
+    assert "first_half" in metrics["dhp"]["hdeval"]["lower"]
+    headline = json.loads((root / "headline.json").read_text())
+    assert len(headline) <= 25 and headline["test_rows"] == metrics["rows"]["test"]
     assert "pearson" in held_out["hdeval"]["coherence"]["dataset"]
     assert sum(r["llm_calls"] for r in _reports(root)) > 0
     assert all(r["tokens"]["prompt"] > 0 for r in _reports(root))
@@ -94,7 +102,8 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     results = (root / "results.md").read_text()
     assert "HD-Eval, likelihood features only" in results
     selection = metrics["selection"]
-    assert len(selection["cv_table"]) == 4 * 18  # every kind x feature set, on training docs
+    kinds = params["aggregator"]["kinds"]  # every kind x feature set, on training documents
+    assert len(selection["cv_table"]) == len(kinds) * 18
     # the simplest candidate within prefer_simpler_within of the CV-best that does not rise
     # when worse ships; tuning only helps
     within = params["aggregator"]["prefer_simpler_within"]
@@ -115,7 +124,8 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     assert "same-judge baseline" in metrics["acceptance"]["baselines"]["message"]
     assert list((root / "plots/explain").glob("*.png"))
     assert (root / "work/dhp/hdeval.png").is_file()
-    assert "held_out" in _run([dvc, "metrics", "show", "--json"], root, env)
+    shown = _run([dvc, "metrics", "show", "--json"], root, env)
+    assert "headline.json" in shown and "held_out" not in shown  # the few numbers only
     assert "predicted_vs_human" in _run([dvc, "plots", "show", "--json"], root, env)
 
     # only the label manifest stage, which runs every time, is listed
@@ -130,7 +140,8 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     finally:
         prompts.write_text(original)
     layers = {"layer@1", "layer@2", "layer@3"}
-    assert changed == layers | {"labels", "train", "evaluate", "baselines", "dhp"}  # not acceptance
+    # the stages that import hdeval/scoring re-run; acceptance and report do not read it
+    assert changed == layers | {"labels", "train", "evaluate", "explain", "baselines", "dhp"}
     again = _run([dvc, "repro"], root, env)
     assert "didn't change, skipping" in again
     assert re.findall(r"Running stage '([^']+)'", again) == ["labels"]
@@ -156,6 +167,104 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     calls = {name: cost["llm_calls"] for name, cost in stages.items()}
     assert all(n == 0 for name, n in calls.items() if name != "dhp"), calls
     assert calls["dhp"] == 0 or set(after) - set(before), (calls, before, after)
+
+
+def _estimate(root: Path, env: dict, *extra: str) -> dict:
+    """``hdeval estimate --json`` in ``root``: its figures."""
+    hdeval = str(Path(sys.executable).parent / "hdeval")
+    done = subprocess.run(
+        [hdeval, "estimate", "--json", *extra], cwd=root, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def test_estimate_counts_only_what_dvc_repro_would_re_run(project, tmp_path):
+    """After a finished run `hdeval estimate` charges nothing; after a changed param, only the
+    stage it re-runs, with exactly the calls that stage then makes; after new labels for known
+    texts, every stage they re-run costs nothing (the answers are cached)."""
+    root, env, _, _ = project
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy, symlinks=True)
+    env = {**env, "PYTHONPATH": str(copy), "HDEVAL_CACHE": str(copy / "llm-cache.sqlite")}
+    dvc = str(Path(sys.executable).parent / "dvc")
+    _run([dvc, "repro"], copy, env)  # finished (a no-op after the first test of this module)
+
+    finished = _estimate(copy, env)
+    assert finished["rerun"] == ["labels"]  # the label manifest runs every time, costs nothing
+    for stage in finished["stages"]:
+        assert (stage["calls"], stage["seconds"], stage["at_most"]["calls"]) == (0, 0.0, 0)
+    assert finished["total"]["seconds"] == 0.0 and finished["calibration"]["calls_made"] == 0
+
+    params = yaml.safe_load((copy / "params.yaml").read_text())
+    params["dhp"]["n_texts"] = 3
+    (copy / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    before = _estimate(copy, env)  # calibrated on the dhp stage's own first texts
+    assert before["rerun"] == ["labels", "dhp", "acceptance", "report"]
+    stages = {s["stage"]: s for s in before["stages"]}
+    assert [n for n, s in stages.items() if s["rerun"]] == ["dhp"]
+    assert all(s["calls"] == s["seconds"] == 0 for n, s in stages.items() if n != "dhp")
+    assert stages["dhp"]["seconds"] > 0 and stages["dhp"]["calls"] > 0
+    made = before["calibration"]["calls_made"]
+    left = {s["stage"]: s for s in _estimate(copy, env, "--no-calibrate")["stages"]}["dhp"]
+    assert left["calls"] == stages["dhp"]["calls"] - made
+    again = _run([dvc, "repro"], copy, env)
+    assert re.findall(r"Running stage '([^']+)'", again) == before["rerun"]
+    spent = json.loads((copy / "work/dhp/summary.json").read_text())["llm"]
+    assert spent["llm_calls"] == left["calls"]
+    assert abs(spent["tokens"]["prompt"] - left["prompt_tokens"]) <= 0.1 * left["prompt_tokens"]
+
+    known = [json.loads(line) for line in (copy / "work/prepared/train.jsonl").open()][:2]
+    relabelled = [{**r, "scores": {**r["scores"], "coherence": 1.0}} for r in known]
+    (copy / "relabelled.jsonl").write_text("".join(json.dumps(r) + "\n" for r in relabelled))
+    params["data"]["new_labels"] = [*params["data"]["new_labels"], "relabelled.jsonl"]
+    (copy / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    relabel = _estimate(copy, env, "--no-calibrate")
+    assert {"prepare", "layer@1", "train", "evaluate", "dhp"} <= set(relabel["rerun"])
+    assert [s["calls"] for s in relabel["stages"]] == [0] * len(relabel["stages"])
+
+
+def test_the_report_page_renders_in_a_real_browser(project, tmp_path):
+    """The report stage's report.html of the real run, opened in headless Chromium: its charts
+    load from data URIs, nothing else is requested, the console shows no error and the page is
+    laid out (a screenshot is saved); ``hdeval report`` renders the same page again."""
+    from matplotlib.image import imread
+
+    from tests.browser import Browser
+
+    root, env, _, _ = project
+    _run([str(Path(sys.executable).parent / "dvc"), "repro"], root, env)  # done: a no-op
+    page = root / "report.html"
+    assert 100_000 < page.stat().st_size < 20 * 2**20
+    with Browser(tmp_path / "profile", width=1280) as browser:
+        browser.open(page.as_uri())
+        loaded = browser.evaluate(
+            "Array.from(document.images).filter(i => i.complete && i.naturalWidth > 0"
+            " && i.src.startsWith('data:image/')).length"
+        )
+        assert loaded >= 4  # predicted vs human, every scorer, SHAP bar and beeswarm, DHP
+        assert browser.console_errors() == []
+        assert {u for u in browser.requested() if not u.startswith("data:")} == {page.as_uri()}
+        width, height = browser.evaluate(
+            "[document.documentElement.scrollWidth, document.documentElement.scrollHeight]"
+        )
+        assert width <= 1280 and height > 3000  # no sideways scrolling; every section below
+        shot = browser.screenshot(tmp_path / "report.png")
+    pixels = imread(shot)
+    assert pixels.shape[:2] == (height, 1280)
+    assert pixels[..., :3].std() > 0.05  # not a blank page
+    # the evaluate stage's explanations, which the page shows, add up to the bundle's scores
+    predicted = pd.read_csv(root / "work/evaluate/predictions/hdeval.csv", index_col=0)
+    lines = (root / "work/evaluate/explanations.jsonl").read_text().splitlines()
+    assert len(lines) == len(predicted)
+    for row in map(json.loads, lines):
+        for aspect, part in row["explanation"]["aspects"].items():
+            total = part["base"] + sum(part["contributions"].values())
+            assert total == pytest.approx(predicted.at[row["id"], aspect], abs=1e-6)
+    again = tmp_path / "again.html"
+    _run([str(Path(sys.executable).parent / "hdeval"), "report", ".", "--out", str(again)],
+         root, env)  # fmt: skip
+    assert again.read_bytes() == page.read_bytes()
 
 
 def _score(root: Path, env: dict, texts: Path, out: Path, *extra: str) -> list[dict]:
@@ -196,11 +305,13 @@ def test_hdeval_score_in_a_new_process_gives_the_evaluate_stages_scores(project,
 
 
 def test_hdeval_train_runs_dvc_yamls_stages_without_dvc(project, tmp_path):
-    """``hdeval train`` in a copy of the project without DVC's state runs dvc.yaml's stages in
-    its order and writes what ``dvc repro`` wrote (the same held-out scores, from the cache);
-    with ``--params`` naming a stricter acceptance, the refusal is exit 2 and the bundle stays."""
+    """``hdeval train --params`` in a copy of the project without DVC's state runs dvc.yaml's
+    stages in its order and writes what ``dvc repro`` wrote (the same held-out scores, from the
+    cache); the stricter acceptance that file names refuses the bundle: exit 2, and what
+    finished stays."""
     root, env, _, params = project
-    outputs = {".dvc", "dvc.lock", "work", "models", "plots", "metrics.json", "results.md"}
+    outputs = {".dvc", "dvc.lock", "work", "models", "plots", "metrics.json", "results.md",
+               "headline.json", "report.html"}  # fmt: skip
     copy = tmp_path / "copy"
 
     def ignore(folder: str, names: list[str]):
@@ -210,15 +321,6 @@ def test_hdeval_train_runs_dvc_yamls_stages_without_dvc(project, tmp_path):
     env = {**env, "PYTHONPATH": str(copy), "HDEVAL_CACHE": str(tmp_path / "cache.sqlite")}
     shutil.copy(root / "llm-cache.sqlite", tmp_path / "cache.sqlite")
     hdeval = str(Path(sys.executable).parent / "hdeval")
-    done = _run([hdeval, "train"], copy, env)
-    stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
-    expected = [n for n in stages if n != "layer"]
-    expected[2:2] = ["layer@1", "layer@2", "layer@3"]
-    assert re.findall(r"Running stage '([^']+)'", done) == expected
-    ours = json.loads((copy / "metrics.json").read_text())["held_out"]["hdeval"]
-    theirs = json.loads((root / "metrics.json").read_text())["held_out"]["hdeval"]
-    assert ours["average"]["dataset"] == pytest.approx(theirs["average"]["dataset"])
-
     strict = {**params, "acceptance": {**params["acceptance"], "dhp_threshold": 50.0,
                                        "on_failure": "fail"}}  # fmt: skip
     (copy / "strict.yaml").write_text(yaml.safe_dump(strict, sort_keys=False))
@@ -226,9 +328,16 @@ def test_hdeval_train_runs_dvc_yamls_stages_without_dvc(project, tmp_path):
         [hdeval, "train", "--params", "strict.yaml"], cwd=copy, env=env, capture_output=True,
         text=True, check=False,
     )  # fmt: skip
-    assert refused.returncode == 2
-    assert "DHP refused hdeval" in refused.stdout + refused.stderr
-    assert (copy / "models/evaluator/card.json").is_file()
+    said = refused.stdout + refused.stderr
+    stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
+    expected = [n for n in stages if n not in ("layer", "report")]  # stopped by the DHP gate
+    expected[2:2] = ["layer@1", "layer@2", "layer@3"]
+    assert re.findall(r"Running stage '([^']+)'", said) == expected
+    assert refused.returncode == 2 and "DHP refused hdeval" in said
+    assert (copy / "models/evaluator/card.json").is_file()  # what finished stays
+    ours = json.loads((copy / "work/evaluate/metrics.json").read_text())["held_out"]["hdeval"]
+    theirs = json.loads((root / "metrics.json").read_text())["held_out"]["hdeval"]
+    assert ours["average"]["dataset"] == pytest.approx(theirs["average"]["dataset"])
 
 
 def _repro_acceptance(root: Path, env: dict, params: dict, gates: dict):

@@ -45,9 +45,11 @@ def test_whole_pipeline_on_vllm_with_likelihoods(tmp_path, vllm_server, embedded
                 "cv_folds": 2,
                 "importance_repeats": 1,
                 "min_mode_gain": 1.0,  # layer 1 only: a CPU server writes criteria slowly
+                "families": ["slots", "sentences"],  # no request of their own
+                "min_family_gain": None,
             },
             "aggregator": {"n_trials": 2, "cv_folds": 2},
-            "evaluate": {"bootstrap": 5},
+            "evaluate": {"bootstrap": 5, "peer": None},
             "dhp": {"n_texts": 2, "probes": False},
         },
         aspect="naturalness",
@@ -62,7 +64,10 @@ def test_whole_pipeline_on_vllm_with_likelihoods(tmp_path, vllm_server, embedded
     assert {"hdeval", "likelihood"} == set(metrics["dhp"])
     features = pd.read_csv(root / "work/layers/1/features.csv", index_col=0)
     signals = ["lik:naturalness", "lik.p10:naturalness", "lik:_text", "lik:_free", "pmi:_text"]
-    assert features[[*signals, "prompt:naturalness", "len.words:_text"]].notna().all().all()
+    families = ["slots.realised:_text", "spmi.min:_text", "len.sents:_text"]
+    assert (
+        features[[*signals, *families, "prompt:naturalness", "len.words:_text"]].notna().all().all()
+    )
     card = json.loads((root / "models/evaluator/card.json").read_text())
     reported = {"max_model_len": 2048, "root": str(embedded_dir)}
     assert card["llm_identity"] == f"openai-compatible:{vllm_server}:{MODEL_ALIAS}" + json.dumps(

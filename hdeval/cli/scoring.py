@@ -78,7 +78,7 @@ def score(
     from hdeval.cli.score_output import ScoreWriter, bundle_record, check_out_path
     from hdeval.data import load_texts
     from hdeval.errors import JudgeUnavailableError
-    from hdeval.export.evaluator import Evaluator, open_bundle
+    from hdeval.export.evaluator import Evaluator, check_references, open_bundle
     from hdeval.llm.judge import open_judge
     from hdeval.scoring.run import samples_of
 
@@ -91,6 +91,7 @@ def score(
     )
     samples = samples_of(texts.samples)
     bundle = open_bundle(model)
+    check_references(bundle.path, bundle.card, samples)
     if out is not None:
         check_out_path(out, [inputs, model, _params_file(params)])
     writer = ScoreWriter(out, [s.id for s in samples], bundle_record(model, bundle.card), resume)

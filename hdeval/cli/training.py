@@ -94,16 +94,34 @@ def estimate_command(
     calibrate: Annotated[
         bool,
         typer.Option(
-            help="Time the first real piece of work on the judge (its results are cached)."
+            help="Time the first pieces of work still to do on the judge (their results are "
+            "cached, so the run does not repeat them)."
         ),
     ] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
 ) -> None:
-    """LLM calls, prompt tokens and expected time per pipeline stage, after the cache."""
-    from hdeval.llm.judge import open_judge
-    from hdeval.pipeline import estimate
+    """LLM calls, prompt tokens and time per LLM stage that `dvc repro` here would run, after
+    the cache: the expected case, and the most it can cost where the tree's growth decides."""
+    import json
+
+    from hdeval.llm.judge import open_decomposer, open_judge
+    from hdeval.pipeline import calibration, estimate, estimate_table, project_state
 
     config = _params(params)
+    root, used = Path.cwd(), _params_file(params)
+    if used is not None and used.resolve() == (root / "params.yaml").resolve():
+        settled = project_state.labels_settled(root, config.data.label_files())
+        state = project_state.dvc_state(root, settled)
+    else:
+        why = "" if used is None else f"{used}, not this project's params.yaml"
+        state = project_state.every_stage(
+            root, f"params from {why or 'the defaults'}: every stage counted as run"
+        )
     judge = open_judge(config.llm)
-    calibration = estimate.calibrate(judge, config) if calibrate else None
-    stages = estimate.estimate(config, judge)
-    typer.echo(estimate.render(stages, calibration, judge.identity))
+    decomposer = open_decomposer(config.hierarchy.decomposer, config.llm, judge) or judge
+    found = estimate.estimate(config, judge, decomposer, state)
+    rates = calibration.calibrate(judge, found.probes) if calibrate else None
+    data = estimate_table.figures(found, rates, state)
+    typer.echo(
+        json.dumps(data, indent=2) if as_json else estimate_table.render(data, judge.identity)
+    )

@@ -101,6 +101,14 @@ def dialogue_source(history: str, fact: str) -> str:
     return "Conversation history:\n" + "\n".join(turns) + f"\n\nFact: {fact.strip()}"
 
 
+def row_id_of(fmt: str, item: Mapping[str, Any], number: int) -> str:
+    """The id a converted row of ``fmt`` gets from its published ``item`` (the ``number``-th,
+    from 1): a file in the same form (a peer's predictions, say) maps onto the same rows."""
+    if fmt == "topical-chat":
+        return f"tc-{_digest(item['source'])}#{item['system_id']}"
+    return f"{fmt}-{item.get('doc_id', number - 1)}"
+
+
 def topical_chat_rows(items: Sequence[Any]) -> Conversion:
     """Canonical rows of Topical-Chat items (``source``, ``context``, ``system_id``,
     ``system_output``, ``scores``); ``doc_id`` is a hash of the dialogue history."""
@@ -121,7 +129,7 @@ def topical_chat_rows(items: Sequence[Any]) -> Conversion:
             result.refused.append((where, problem))
             continue
         doc_id = f"tc-{_digest(item['source'])}"
-        row_id = f"{doc_id}#{item['system_id']}"
+        row_id = row_id_of("topical-chat", item, number)
         if row_id in seen:
             result.refused.append(
                 (
@@ -204,7 +212,7 @@ def data_to_text_rows(
         if problem is not None:
             result.refused.append((where, problem))
             continue
-        row_id = f"{prefix}-{item.get('doc_id', number - 1)}"
+        row_id = row_id_of(prefix, item, number)
         if row_id in seen:
             result.refused.append((where, f"duplicate doc_id {item.get('doc_id')!r}"))
             continue

@@ -90,7 +90,8 @@ class DHPResult:
     """Discernment of one scorer.
 
     ``table`` has one row per perturbation (index: name) with its level, severity, method,
-    ``probe`` flag, ``n_texts`` (perturbed texts scored), ``n_dropped``, per metric ``p:<m>`` and
+    ``probe`` flag, ``n_texts`` (perturbed texts scored), ``n_dropped``, per metric ``p:<m>``,
+    ``lower:<m>`` (the share of texts the perturbation scored lower) and
     ``delta:<m>`` (mean original minus perturbed score), the combined ``p``/``D`` and
     ``p_ew``/``D_ew``, and for probes ``D_reward``/``D_reward_ew`` (perturbed scored higher).
     """
@@ -230,6 +231,7 @@ def _perturbation_row(
         p_reward.append(wilcoxon_p(b, a) if pert.probe else math.nan)
         row[f"p:{m}"] = p[-1]
         row[f"delta:{m}"] = float(np.mean(a[valid] - b[valid])) if valid.any() else math.nan
+        row[f"lower:{m}"] = float(np.mean(b[valid] < a[valid])) if valid.any() else math.nan
     w = [ew[m] for m in metrics]
     row["n_pairs"] = min(pairs) if pairs else 0
     row["p"] = harmonic_mean_p(p)

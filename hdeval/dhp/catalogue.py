@@ -12,6 +12,7 @@ from hdeval.dhp.llm_perturbation import LLMPerturbation
 from hdeval.dhp.rules import (
     INJECTION_TEMPLATE,
     CharacterDeletion,
+    FirstHalf,
     InstructionInjection,
     Perturbation,
     RandomTypos,
@@ -64,7 +65,7 @@ def perturbations_for(
         ]
         kinds = ["fictional_entities", "grammar"]
         if task == "summarization":
-            rule += [SentenceReorder(s) for s in both]
+            rule += [SentenceReorder(s) for s in both] + [FirstHalf()]
             kinds.append("rewrite_insert")
         elif task == "qa":
             rule.append(Replacement("random_answer"))
@@ -96,7 +97,7 @@ def _short_text_rules(task: str, noun: str) -> tuple[list[Perturbation], list[Pe
     if task == "dialogue":
         rule += [SentenceReorder(s, any_case=True) for s in both]
     else:
-        rule += [WordDeletion("minor", 2), WordDeletion("major", 5)]
+        rule += [WordDeletion("minor", 2), WordDeletion("major", 5), FirstHalf()]
     made: list[Perturbation] = [
         LLMPerturbation(kind, s, noun, 1)
         for kind in ("fictional_entities", "grammar")

@@ -136,6 +136,25 @@ class WordDeletion(CountedPerturbation):
         return checked(text, " ".join(words[:start] + words[start + self.k :]))
 
 
+class FirstHalf(Perturbation):
+    """Our omission test (not DHP): the text cut to its first half of whole words, as a
+    generation stopped mid-way. What it says is true, but half of it is missing: a judge of
+    relevance or informativeness should score it lower."""
+
+    level: Level = "sentence"
+    severity: Severity = "major"
+    description = "Keep only the first half of the words (a cut-off text)."
+
+    def __init__(self) -> None:
+        self.name = "first_half"
+
+    def apply(self, text: str, seed: int, judge: CachedJudge | None = None) -> Perturbed:
+        words = text.split()
+        if len(words) < 4:
+            return Perturbed(None, "fewer than 4 words")
+        return checked(text, " ".join(words[: (len(words) + 1) // 2]))
+
+
 _TYPO_METHODS = (
     "char_swap",
     "missing_char",

@@ -86,8 +86,17 @@ def summary(results: Mapping[str, DHPResult]) -> dict:
             "n_texts": r.n_samples,
             "failed": failed_perturbations(r),
             "dropped": {k: sum(v.values()) for k, v in r.drops.items() if v},
+            "lower": _lower_shares(r),
         }
         for name, r in results.items()
+    }
+
+
+def _lower_shares(result: DHPResult) -> dict[str, dict[str, float | None]]:
+    """Per perturbation and metric, the share of texts the perturbed copy scored lower."""
+    return {
+        name: {m: _finite(row[f"lower:{m}"]) for m in result.metrics if f"lower:{m}" in row}
+        for name, row in result.table.iterrows()
     }
 
 

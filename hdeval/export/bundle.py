@@ -83,6 +83,7 @@ class Card(BaseModel):
     likelihood_stats: list[str] = Field(min_length=1)
     source_free: bool
     length: bool
+    families: list[str] = Field(default_factory=list)  # "references": rows need references
     feature_names: list[str] = Field(min_length=1)
     columns: dict[str, ColumnNote]
     aspects: list[str] = Field(min_length=1)
@@ -157,6 +158,7 @@ def export_bundle(
             "likelihood_stats": list(profile.stats),
             "source_free": profile.source_free,
             "length": profile.length,
+            "families": list(profile.families),
             "feature_names": list(feature_names),
             "columns": {
                 name: {"meaning": describe(name), "orientation": ORIENTATIONS[orientation(name)]}

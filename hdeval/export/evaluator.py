@@ -10,13 +10,14 @@ scored in float32) is a warning, or a refusal with ``strict_precision``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from hdeval.errors import ModelIntegrityError
+from hdeval.errors import DataValidationError, ModelIntegrityError
 from hdeval.export.bundle import AGGREGATOR, CRITERIA, read_card, split_precision
 from hdeval.export.onnx_runtime import OnnxAggregator
 from hdeval.llm.judge import CachedJudge
@@ -24,6 +25,7 @@ from hdeval.params import TaskSpec
 from hdeval.scales import clip_to_ranges
 from hdeval.scoring.columns import Profile, feature_columns
 from hdeval.scoring.criterion_scorer import CriterionScorer
+from hdeval.scoring.family_columns import REFERENCE_FAMILIES
 from hdeval.scoring.prompts import TEMPLATE_VERSION
 from hdeval.scoring.run import Sample, ScoringFailure, Truncation, samples_of
 from hdeval.tree.criteria import CriteriaTree
@@ -134,7 +136,26 @@ def open_bundle(path: str | Path) -> Bundle:
 
 def profile_of(card: dict) -> Profile:
     """How the bundle's likelihoods become columns, as its card records it."""
-    return Profile(tuple(card["likelihood_stats"]), card["source_free"], card["length"])
+    return Profile(
+        tuple(card["likelihood_stats"]),
+        card["source_free"],
+        card["length"],
+        tuple(card.get("families", ())),
+    )
+
+
+def check_references(path: Path, card: dict, samples: Sequence[Sample]) -> None:
+    """Refuse rows without references when the bundle reads them (the references family)."""
+    if not any(f in REFERENCE_FAMILIES for f in card.get("families", ())):
+        return
+    missing = [s.id for s in samples if not any(r.strip() for r in s.references)]
+    if missing:
+        more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+        raise DataValidationError(
+            f"row {missing[0]!r}{more} has no references: {path} was trained with the "
+            "references family and reads a reference of every text (add 'references' to the "
+            "rows)"
+        )
 
 
 def check_judge(bundle: Bundle, judge: CachedJudge, strict_precision: bool = False) -> None:
@@ -202,6 +223,7 @@ class Evaluator:
         a failure is never hidden behind an imputed feature.
         """
         rows = samples_of(samples)
+        check_references(self.path, self.card, rows)
         run = self.scorer.score(rows, self.tree, progress=progress)
         order = [run.columns.index(name) for name in self.feature_names]
         features = run.values[:, order]
@@ -219,13 +241,14 @@ class Evaluator:
             run.truncations,
         )
 
-    def score(self, source: str, text: str) -> dict:
+    def score(self, source: str, text: str, references: Sequence[str] = ()) -> dict:
         """One text: ``{"aspects": {...}, "criteria": {...}, "failures": [...], "truncated"}``.
 
         A failed score is None; ``truncated`` is True when the prompt was cut to fit the
-        judge's context.
+        judge's context. ``references`` are needed by a bundle trained with them.
         """
-        result = self.score_samples([Sample("text", "doc", source, text)], progress=False)
+        sample = Sample("text", "doc", source, text, tuple(references))
+        result = self.score_samples([sample], progress=False)
         return {
             **result.row(0),
             "failures": [f.reason for f in result.failures],

@@ -177,6 +177,88 @@ def _convert_tree_regressor(scope, operator, container) -> None:
     )
 
 
+def _boosting_attributes(model) -> dict[str, Any]:
+    """TreeEnsembleRegressor (ai.onnx.ml v3) attributes of a :class:`MonotoneBoosting`: every
+    tree of every output's ``HistGradientBoostingRegressor`` with float64 thresholds and leaf
+    values (shrinkage already applied), and each output's baseline as its base value."""
+    from onnx import numpy_helper
+
+    nodes: dict[str, list] = {k: [] for k in ("tree", "node", "feature", "mode", "true", "false")}
+    targets: dict[str, list] = {k: [] for k in ("tree", "node", "id", "weight")}
+    thresholds: list[float] = []
+    tree_id = 0
+    for output, estimator in enumerate(model.estimators_):
+        for (predictor,) in estimator._predictors:
+            for node_id, node in enumerate(predictor.nodes):
+                leaf = bool(node["is_leaf"])
+                nodes["tree"].append(tree_id)
+                nodes["node"].append(node_id)
+                nodes["feature"].append(0 if leaf else int(node["feature_idx"]))
+                nodes["mode"].append("LEAF" if leaf else "BRANCH_LEQ")
+                nodes["true"].append(0 if leaf else int(node["left"]))
+                nodes["false"].append(0 if leaf else int(node["right"]))
+                thresholds.append(0.0 if leaf else float(node["num_threshold"]))
+                if leaf:
+                    targets["tree"].append(tree_id)
+                    targets["node"].append(node_id)
+                    targets["id"].append(output)
+                    targets["weight"].append(float(node["value"]))
+            tree_id += 1
+    base = [float(np.ravel(e._baseline_prediction)[0]) for e in model.estimators_]
+    return {
+        "n_targets": len(model.estimators_),
+        "post_transform": "NONE",
+        "aggregate_function": "SUM",
+        "base_values_as_tensor": numpy_helper.from_array(np.array(base, np.float64), "b"),
+        "nodes_treeids": nodes["tree"],
+        "nodes_nodeids": nodes["node"],
+        "nodes_featureids": nodes["feature"],
+        "nodes_modes": nodes["mode"],
+        "nodes_truenodeids": nodes["true"],
+        "nodes_falsenodeids": nodes["false"],
+        "nodes_missing_value_tracks_true": [0] * len(nodes["tree"]),
+        "nodes_values_as_tensor": numpy_helper.from_array(np.array(thresholds, np.float64), "t"),
+        "target_treeids": targets["tree"],
+        "target_nodeids": targets["node"],
+        "target_ids": targets["id"],
+        "target_weights_as_tensor": numpy_helper.from_array(
+            np.array(targets["weight"], np.float64), "w"
+        ),
+    }
+
+
+def _convert_boosting(scope, operator, container) -> None:
+    """Gradient-boosted trees, compared in float64 as scikit-learn compares them (the sum comes
+    out of onnxruntime in float32, as the other trees' does)."""
+    from onnx import TensorProto
+
+    as_f64 = scope.get_unique_variable_name("boost_x_f64")
+    summed = scope.get_unique_variable_name("boost_y_f32")
+    container.add_node(
+        "Cast",
+        [operator.inputs[0].full_name],
+        [as_f64],
+        to=TensorProto.DOUBLE,
+        name=scope.get_unique_operator_name("Cast"),
+    )
+    container.add_node(
+        "TreeEnsembleRegressor",
+        [as_f64],
+        [summed],
+        op_domain="ai.onnx.ml",
+        op_version=3,
+        name=scope.get_unique_operator_name("TreeEnsembleRegressor"),
+        **_boosting_attributes(operator.raw_operator),
+    )
+    container.add_node(
+        "Cast",
+        [summed],
+        [operator.outputs[0].full_name],
+        to=TensorProto.DOUBLE,
+        name=scope.get_unique_operator_name("Cast"),
+    )
+
+
 def _convert_simple_imputer(scope, operator, container) -> None:
     """SimpleImputer on NaN as ``Where(IsNaN(x), statistics, x)``, in the input's float type."""
     from onnx import TensorProto
@@ -217,10 +299,11 @@ def custom_converters() -> tuple[dict, dict]:
     from sklearn.neural_network import MLPRegressor
     from sklearn.tree import DecisionTreeRegressor
 
-    from hdeval.training.aggregators import OrientedRidge
+    from hdeval.training.aggregators import MonotoneBoosting, OrientedRidge
 
     shapes = {
         OrientedRidge: calculate_linear_regressor_output_shapes,
+        MonotoneBoosting: _tree_shape,
         DecisionTreeRegressor: _tree_shape,
         RandomForestRegressor: _tree_shape,
         MLPRegressor: _mlp_shape,
@@ -231,5 +314,6 @@ def custom_converters() -> tuple[dict, dict]:
         SimpleImputer: _convert_simple_imputer,
         DecisionTreeRegressor: _convert_tree_regressor,
         RandomForestRegressor: _convert_tree_regressor,
+        MonotoneBoosting: _convert_boosting,
     }
     return converters, shapes

@@ -14,6 +14,7 @@ from pydantic import Field
 from hdeval.params.base import (
     AggregatorKind,
     DHPTask,
+    Family,
     FeatureModes,
     LikelihoodStat,
     Mode,
@@ -21,7 +22,13 @@ from hdeval.params.base import (
     load_yaml_model,
 )
 from hdeval.params.data import DataParams, TaskSpec
-from hdeval.params.evaluation import GATE_BASELINES, AcceptanceParams, DHPParams, EvaluateParams
+from hdeval.params.evaluation import (
+    GATE_BASELINES,
+    AcceptanceParams,
+    DHPParams,
+    EvaluateParams,
+    PeerParams,
+)
 from hdeval.params.judge import EMBEDDED_MODELS, LLMConfig
 from hdeval.params.training import AggregatorParams, CriterionOverride, HierarchyParams
 
@@ -55,12 +62,14 @@ __all__ = [
     "DHPTask",
     "DataParams",
     "EvaluateParams",
+    "Family",
     "FeatureModes",
     "HierarchyParams",
     "LLMConfig",
     "LikelihoodStat",
     "Mode",
     "Params",
+    "PeerParams",
     "TaskSpec",
     "load_params",
     "load_yaml_model",

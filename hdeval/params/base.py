@@ -12,7 +12,8 @@ from hdeval.errors import ConfigError
 
 Mode = Literal["prompt", "likelihood"]
 FeatureModes = Literal["prompt", "likelihood", "both"]
-AggregatorKind = Literal["linear", "tree", "forest", "mlp"]
+AggregatorKind = Literal["linear", "tree", "forest", "mlp", "boosting"]
+Family = Literal["coverage", "sentences", "slots", "dialogue", "references"]
 #: Statistics of a text's token log-probabilities (see :mod:`hdeval.scoring.likelihood_stats`).
 LikelihoodStat = Literal["mean", "min", "p10", "p25", "surprise"]
 DHPTask = Literal["summarization", "story", "qa", "translation", "dialogue", "data_to_text"]

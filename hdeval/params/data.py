@@ -65,6 +65,10 @@ class DataParams(Section):
         self.ranges()
         return self
 
+    def label_files(self) -> list[Path]:
+        """Every label file these params name: ``path``, then ``new_labels``."""
+        return [self.path, *self.new_labels]
+
     def ranges(self) -> dict[str, tuple[float, float]]:
         """Each aspect's inclusive (low, high) human scale: ``score_range`` is one pair for every
         aspect, or a mapping aspect -> pair that must cover every aspect in ``aspects``."""

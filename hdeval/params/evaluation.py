@@ -3,6 +3,7 @@ when it is accepted."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -11,11 +12,34 @@ from hdeval.params.base import DHPTask, Section, refuse_retired
 from hdeval.params.judge import LLMConfig
 
 
+class PeerParams(Section):
+    """A published evaluator's per-row predictions, compared with the bundle on the same
+    held-out rows (docs/data.md has the file formats). A yardstick only: nothing the bundle is
+    trained, selected, tuned or gated on reads it, unless ``acceptance.baselines`` names it."""
+
+    name: str = Field("peer", pattern=r"^[a-z][a-z0-9_-]*$")
+    """Its name in the comparison table (e.g. ``unieval``)."""
+    path: Path
+    """The predictions file; when it is not there the peer is left out, with a note saying so."""
+    format: Literal["jsonl", "topical-chat", "sfres", "sfhot"] = "jsonl"
+    """``jsonl`` rows ``{"id", "scores": {aspect: score}}``, or a published result file in the
+    form of a data set's file (its row i is that data's row i, scores under
+    ``predict_scores``), as UniEval publishes them."""
+
+    @model_validator(mode="after")
+    def _not_a_scorer_name(self) -> PeerParams:
+        if self.name in {"hdeval", "direct-prompt", "overall-prompt", "likelihood", "rouge"}:
+            raise ValueError(f"peer name {self.name!r} is a scorer of hdeval's own; pick another")
+        return self
+
+
 class EvaluateParams(Section):
     """Held-out agreement of the bundle and every baseline."""
 
     bootstrap: int = Field(200, ge=0)
     """Document-bootstrap draws for the 95 % CIs (0: none)."""
+    peer: PeerParams | None = None
+    """A published peer's predictions reported beside the bundle (null: none)."""
 
 
 class DHPParams(Section):

@@ -7,6 +7,7 @@ from pydantic import Field, model_validator
 
 from hdeval.params.base import (
     AggregatorKind,
+    Family,
     FeatureModes,
     LikelihoodStat,
     Mode,
@@ -64,6 +65,15 @@ class HierarchyParams(Section):
     """Also the text's length in words (``len.words:_text``: whitespace-separated, so typos
     do not lengthen it; not a quality judgement, so exempt from the weight signs and the rising
     check)."""
+    families: list[Family] = Field(default_factory=lambda: ["coverage", "sentences"])
+    """Signal families scored with the text's own signals (:mod:`hdeval.scoring.families`):
+    ``coverage`` (the source's opening given the text), ``sentences`` (PMI per sentence),
+    ``slots`` (a meaning representation's values realised: data-to-text), ``dialogue`` (PMI with
+    the history and with the knowledge fact apart: dialogue), ``references`` (likelihoods both
+    ways and ROUGE against the references: a bundle that reads them needs them in every row)."""
+    min_family_gain: float | None = 0.005
+    """Model selection keeps a family only if adding it to the others raises the CV Pearson by
+    at least this (one family at a time, the best first); null keeps every family."""
     proxy_aggregator: AggregatorKind = "linear"
     """The aggregator that ranks criteria between layers."""
     cv_folds: int = Field(5, ge=2)
@@ -88,6 +98,17 @@ class HierarchyParams(Section):
     def _distinct_stats(self) -> HierarchyParams:
         if len(set(self.likelihood_stats)) != len(self.likelihood_stats):
             raise ValueError(f"likelihood_stats lists a statistic twice: {self.likelihood_stats}")
+        if len(set(self.families)) != len(self.families):
+            raise ValueError(f"families lists a family twice: {self.families}")
+        needs_free = {"sentences", "dialogue"} & set(self.families)
+        if needs_free and not self.source_free:
+            if "families" not in self.model_fields_set:  # the default list, with source_free off
+                self.families = [f for f in self.families if f not in needs_free]
+                return self
+            raise ValueError(
+                f"families {sorted(needs_free)} read the text's likelihood without the source: "
+                "set source_free: true"
+            )
         return self
 
 
@@ -98,9 +119,10 @@ class AggregatorParams(Section):
     signals) and an aggregator kind."""
 
     kinds: list[AggregatorKind] = Field(
-        default_factory=lambda: ["linear", "tree", "forest", "mlp"], min_length=1
+        default_factory=lambda: ["linear", "tree", "forest", "boosting", "mlp"], min_length=1
     )
-    """Aggregator kinds tried."""
+    """Aggregator kinds tried (boosting: gradient-boosted trees per aspect, monotone in each
+    column's orientation with ``nonnegative``)."""
     feature_modes: list[FeatureModes] = Field(
         default_factory=lambda: ["prompt", "likelihood", "both"], min_length=1
     )

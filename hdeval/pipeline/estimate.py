@@ -1,315 +1,225 @@
-"""What a pipeline run will cost before it runs: LLM calls and prompt tokens per stage that the
-cache does not hold yet, and the time they take on the configured judge.
+"""What a pipeline run will cost before it runs: per LLM stage, the calls and prompt tokens that
+``dvc repro`` would spend, and their time on the configured judge.
 
-Every stage's requests are listed the way the stage makes them (:meth:`CriterionScorer.plan`) and
-looked up in the cache; a request counted for an earlier stage is free for a later one, as in a
-real run. Layers beyond 1 decompose criteria: where the decomposition replies are cached the new
-criteria are known and the count is exact, otherwise each decomposed node is assumed to get
-``hierarchy.children`` criteria (layer 3 onwards: ``top_k`` nodes), and the row says it is an
-estimate. Prompt tokens are what the model computes: for a local judge, which keeps every shared
-prefix (a document, then a text) while a stage scores it, each prefix once per stage plus every
-request's own row, in the backend's tokens; for a server, every whole prompt at characters / 4.
-The time comes from a calibration that does the first real piece of work (one training text on
-the layer-1 criteria, one decomposition) and keeps its results in the cache: seconds per
-computed token of each scoring mode for a local judge, seconds per call for a server.
+A stage ``dvc repro`` would not re-run costs nothing (:mod:`hdeval.pipeline.project_state`);
+one it re-runs costs the requests its scorers plan that the cache does not hold
+(:mod:`hdeval.pipeline.request_count`), timed by a calibration on the judge
+(:mod:`hdeval.pipeline.calibration`). A finished layer is read from its outs; one still to run
+is planned as the layer stage would run it.
+
+What cannot be known before the run is given twice. With ``hierarchy.min_mode_gain`` set the
+tree grows past a layer only if one of its scoring modes adds that much to the proxy's CV
+Pearson: the **expected** case takes the tree to stop there, the **at most** case to grow with
+every mode. Where decompositions are not cached yet, each decomposed node is taken to get
+``hierarchy.children`` criteria, and the nodes pruning will pick (layer 3 onwards) are stood in
+for by the first ``top_k``. Until ``train`` has run, the bundle ``dhp`` scores with is taken to
+read what the present bundle reads (where there is one for these aspects and criteria), at most
+every criterion of the final tree.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from hdeval.data import load_labels
+from hdeval import workspace as ws
+from hdeval.baselines.registry import BASELINES, make_scorers, without_likelihood
+from hdeval.data import LabelledData, load_labels
 from hdeval.data.splitting import load_split
-from hdeval.errors import JudgeUnavailableError
+from hdeval.dhp.runner import rule_perturbed_samples
+from hdeval.errors import HDEvalError
+from hdeval.export.evaluator import Evaluator, open_bundle
 from hdeval.llm.judge import CachedJudge
-from hdeval.llm.types import ContextLimited, LogLikelihood
 from hdeval.params import Params
+from hdeval.pipeline.project_state import ProjectState
+from hdeval.pipeline.request_count import Planner, Probes, StageCost
 from hdeval.scoring.columns import Profile
 from hdeval.scoring.criterion_scorer import CriterionScorer
-from hdeval.scoring.prompts import TEMPLATE_VERSION
-from hdeval.training.hierarchy import criteria_to_expand, usable_modes
-from hdeval.tree.criteria import CriteriaTree, Criterion, apply_overrides, aspects_tree, pinned
-from hdeval.tree.decompose import CACHE_KIND, decompose
-from hdeval.tree.decomposition_prompt import decomposition_prompt
+from hdeval.scoring.family_scorer import FamilyScorer
+from hdeval.scoring.run import samples_of
+from hdeval.training.hierarchy import criteria_to_expand, next_layer, usable_modes
+from hdeval.tree.criteria import CriteriaTree, apply_overrides, aspects_tree, pinned
 
-CHARS_PER_TOKEN = 4  # for a server, whose tokenizer hdeval cannot run
-KINDS = ("digits", "loglik", "generate")
+#: Passes per kind of request a calibration times (a server: at least its concurrency).
+PROBE_PASSES = 8
 
 
 @dataclass
-class StageCost:
-    """LLM work one stage still has to do after the cache."""
+class Estimate:
+    """Per LLM stage, the expected cost and the most it can cost (``upper``, same stages),
+    what the expected case assumes, and the work a calibration can time."""
 
-    stage: str
-    calls: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
-    cached: int = 0
-    tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
-    exact: bool = True
-    note: str = ""
-    prefixes: set[tuple[str, ...]] = field(default_factory=set, repr=False)  # computed ones
-
-    @property
-    def total_calls(self) -> int:
-        return sum(self.calls.values())
-
-    @property
-    def prompt_tokens(self) -> int:
-        return sum(self.tokens.values())
-
-    def seconds(
-        self, per_call: dict[str, float], per_token: dict[str, float] | None = None
-    ) -> float | None:
-        """Expected time from the calibration: seconds per token of a kind where it has them,
-        else seconds per call; None when a kind with calls has neither."""
-        total = 0.0
-        for kind, n in self.calls.items():
-            if n and kind in (per_token or {}):
-                total += self.tokens[kind] * per_token[kind]
-            elif n and kind in per_call:
-                total += n * per_call[kind]
-            elif n:
-                return None
-        return total
+    expected: list[StageCost]
+    upper: list[StageCost]
+    assumptions: list[str] = field(default_factory=list)
+    probes: Probes = field(default_factory=lambda: Probes(PROBE_PASSES))
 
 
-class _CacheOnly:
-    """A backend that answers nothing: decomposing through it shows what the cache knows."""
+@dataclass
+class _Run:
+    """What every scenario of one estimate shares."""
 
-    def __init__(self, backend) -> None:
-        self.identity = backend.identity
-        self.tokens = backend.tokens
+    params: Params
+    judge: CachedJudge
+    decomposer: CachedJudge
+    state: ProjectState
+    probes: Probes
+    train: LabelledData
+    test: LabelledData
 
-    def generate(self, prompt: str, max_new_tokens: int = 512) -> str:
-        raise JudgeUnavailableError("not in the cache")
+    def __post_init__(self) -> None:
+        self.hierarchy, _ = usable_modes(self.params.hierarchy, self.judge.likelihood_problem())
+        self.profile = Profile.of(self.hierarchy)
+        self.unconditioned = self.hierarchy.unconditioned and "likelihood" in self.hierarchy.modes
+        self.lengths: dict[tuple[str, str], int] = {}  # tokens per text, for every planner
 
+    def scorer(self, modes, families: Sequence[str] | None = None) -> CriterionScorer:
+        """The layer stages' scorer in ``modes``; ``families`` instead of the params' ones."""
+        profile = self.profile
+        if families is not None:
+            profile = replace(profile, families=tuple(families))
+        return CriterionScorer(self.judge, self.params.task, modes, self.unconditioned, profile)
 
-class Planner:
-    """Counts requests against the cache once each, across the stages of one run."""
-
-    def __init__(self, judge: CachedJudge) -> None:
-        self.judge = judge
-        self.seen: set[str] = set()
-        self.shares_prefixes = shares_prefixes(judge)
-
-    def _tokens(self, cost: StageCost, segments: Sequence[str], suffix: str, cont: str) -> int:
-        """Tokens the model computes for one request (local judge): its row, and the prefix
-        levels of ``segments`` that ``cost``'s stage has not computed yet. A digit request's row
-        is its suffix and the template's tail; a likelihood request's row is its text but the
-        last token, after its instruction (suffix and tail), computed once per prefix."""
-        if not self.shares_prefixes:
-            return len("".join([*segments, suffix, cont])) // CHARS_PER_TOKEN
-        backend = self.judge.backend
-        head, tail = backend.frame_tokens()
-        row = len(backend.tokenize(suffix)) + tail
-        if cont:
-            instruction = (*segments, suffix)
-            count = len(backend.tokenize(cont)) - 1 + (0 if instruction in cost.prefixes else row)
-            cost.prefixes.add(instruction)
-        else:
-            count = row
-        for depth in range(1, len(segments) + 1):
-            level = tuple(segments[:depth])
-            if level not in cost.prefixes:
-                cost.prefixes.add(level)
-                count += len(backend.tokenize(segments[depth - 1])) + (head if depth == 1 else 0)
-        return count
-
-    def scoring(self, cost: StageCost, planned: list) -> None:
-        """Count ``planned`` requests (:meth:`CriterionScorer.plan`) not cached nor seen yet."""
-        for mode, segments, continuation, requests in planned:
-            new = [r for r in requests if r.key not in self.seen]
-            kind = "digits" if mode == "prompt" else "loglik"
-            usable = LogLikelihood.readable if kind == "loglik" else None
-            found = self.judge.cache.get_many([r.key for r in new], usable)
-            cost.cached += len(requests) - len(new) + len(found)
-            for request in new:
-                self.seen.add(request.key)
-                if request.key not in found:
-                    cost.calls[kind] += 1
-                    cost.tokens[kind] += self._tokens(cost, segments, request.suffix, continuation)
-
-    def grow(
-        self, cost: StageCost, tree: CriteriaTree, node_ids: Sequence[str], params: Params
-    ) -> CriteriaTree:
-        """``tree`` decomposed at ``node_ids``: from cached replies where every one is cached,
-        else with ``children`` stand-in criteria per node (and the row marked an estimate)."""
-        description, k = params.task.description, params.hierarchy.children
-        try:
-            cache_only = CachedJudge(_CacheOnly(self.judge.backend), self.judge.cache)
-            return decompose(tree, node_ids, cache_only, description, k)
-        except JudgeUnavailableError:
-            pass
-        cost.exact = False
-        nodes = list(tree)
-        for node_id in node_ids:
-            node = tree.get(node_id)
-            if node.decomposed or tree.children(node_id):
+    def families_for(self, samples, notes: list[str]) -> list[str]:
+        """The params' signal families that ``samples`` can feed (DHP's texts have no other
+        reference to read); a note names each one left out."""
+        rows, kept = samples_of(samples), []
+        for family in self.profile.families:
+            scorer = FamilyScorer(self.judge, self.params.task, [family])
+            try:
+                for row in rows:
+                    scorer.requests(row)
+            except HDEvalError as exc:
+                notes.append(f"{family} family left out: {exc}")
                 continue
-            prompt = decomposition_prompt(description, node, tree.parent(node), k)
-            key = self.judge.key(CACHE_KIND, TEMPLATE_VERSION, prompt)
-            if key not in self.seen and self.judge.cache.get(key) is None:
-                self.seen.add(key)
-                cost.calls["generate"] += 1
-                cost.tokens["generate"] += self._tokens(cost, [], prompt, "")
-            nodes += [
-                Criterion(
-                    f"{node_id}.estimate_{i}",
-                    f"criterion {i} of {node.name}",
-                    f"a part of {node.name} to be decomposed",
-                    node_id,
-                    node.layer + 1,
-                )
-                for i in range(1, k + 1)
-            ]
-        return CriteriaTree(nodes)
+            kept.append(family)
+        return kept
+
+    def bundle(self, tree: CriteriaTree, retrained_too: bool) -> Evaluator | None:
+        """The trained bundle, where it scores this run's aspects on criteria of ``tree`` with
+        this judge: only where ``dvc repro`` would not retrain it, unless ``retrained_too``."""
+        path = self.state.root / ws.BUNDLE
+        if not path.is_dir() or (self.state.reruns("train") and not retrained_too):
+            return None
+        try:
+            bundle = open_bundle(path)
+            fits = bundle.card["aspects"] == list(self.params.data.aspects) and {
+                c.id for c in bundle.tree
+            } <= {c.id for c in tree}
+            return Evaluator.load(bundle, self.judge) if fits else None
+        except (HDEvalError, OSError, KeyError):
+            return None
 
 
-def shares_prefixes(judge: CachedJudge) -> bool:
-    """Whether ``judge`` computes a shared prefix once for all requests on it (a local judge)."""
-    backend = judge.backend
-    return isinstance(backend, ContextLimited) and hasattr(backend, "frame_tokens")
-
-
-def calibrate(judge: CachedJudge, params: Params) -> dict:
-    """Seconds per LLM call of each kind, and for a local judge seconds per computed prompt
-    token of each scoring mode, measured on the first real work of the pipeline (kept in the
-    cache): one training text on the layer-1 criteria, then one decomposition.
-
-    Both modes are timed where the judge has them, whatever ``hierarchy.modes`` says: the
-    baselines and DHP score prompts and likelihoods too. A local judge's weights are loaded
-    before the clock starts.
-    """
-    train, _ = load_split(params.data)
-    tree = aspects_tree(params.data)
-    per_call: dict[str, float] = {}
-    per_token: dict[str, float] = {}
-    done = 0
-    if not getattr(judge.backend, "loaded", True):  # a local judge loads on first use
-        judge.backend.load()
-    modes = ["prompt"] + (["likelihood"] if judge.likelihood_problem() is None else [])
-    for mode in modes:
-        unconditioned = params.hierarchy.unconditioned and mode == "likelihood"
-        profile = Profile.of(params.hierarchy)
-        scorer = CriterionScorer(judge, params.task, [mode], unconditioned, profile)
-        tokens_before, start = judge.tokens.prompt, time.perf_counter()
-        run = scorer.score(train.samples.iloc[:1], tree, progress=False)
-        seconds, tokens = time.perf_counter() - start, judge.tokens.prompt - tokens_before
-        if run.computed:
-            kind = "digits" if mode == "prompt" else "loglik"
-            per_call[kind] = seconds / run.computed
-            if tokens and shares_prefixes(judge):
-                per_token[kind] = seconds / tokens
-            done += run.computed
-    if params.hierarchy.layers > 1:
-        first = tree.layer(1)[0]
-        prompt = decomposition_prompt(
-            params.task.description, first, None, params.hierarchy.children
-        )
-        if judge.cache.get(judge.key(CACHE_KIND, TEMPLATE_VERSION, prompt)) is None:
-            start = time.perf_counter()
-            decompose(
-                CriteriaTree([first]), [first.id], judge, params.task.description,
-                params.hierarchy.children,
-            )  # fmt: skip
-            per_call["generate"] = time.perf_counter() - start
-            done += 1
-    return {"seconds_per_call": per_call, "seconds_per_token": per_token, "calls_done": done}
-
-
-def estimate(params: Params, judge: CachedJudge) -> list[StageCost]:
-    """The LLM work of every pipeline stage still to do after the cache."""
-    from hdeval.baselines.registry import BASELINES, make_scorers, without_likelihood
-    from hdeval.dhp.runner import rule_perturbed_samples
-
-    problem = judge.likelihood_problem()
-    hierarchy, _ = usable_modes(params.hierarchy, problem)
-    planner = Planner(judge)
+def estimate(
+    params: Params, judge: CachedJudge, decomposer: CachedJudge, state: ProjectState
+) -> Estimate:
+    """The LLM work of every LLM stage that ``dvc repro`` in ``state``'s project would run,
+    after the cache: the expected case and the most it can be."""
+    concurrency = int(getattr(judge.backend, "concurrency", 1))
+    probes = Probes(max(PROBE_PASSES, 2 * concurrency))
     train, test = load_split(params.data)
-    aspects = aspects_tree(params.data)
-    unconditioned = hierarchy.unconditioned and "likelihood" in hierarchy.modes
-    profile = Profile.of(hierarchy)
-    scorer = CriterionScorer(judge, params.task, hierarchy.modes, unconditioned, profile)
-    stages: list[StageCost] = []
-    tree, selected = aspects, []
-    for number in range(1, hierarchy.layers + 1):
-        cost = StageCost(f"layer@{number}")
-        if number > 1:
-            expand = criteria_to_expand(tree, number, selected, pinned(hierarchy.overrides))
-            tree = planner.grow(cost, tree, expand, params)
-            if cost.exact:
-                tree = apply_overrides(tree, hierarchy.overrides, expand)
-            if not stages[-1].exact:
-                cost.exact = False
-        planner.scoring(cost, scorer.plan(train.samples, tree))
-        newest = [c.id for c in tree.layer(number) if c.id not in pinned(hierarchy.overrides)]
-        selected = newest[: hierarchy.top_k]  # stand-ins for what pruning will pick
-        if number > 1 and not cost.exact:
-            cost.note = "estimate: decompositions not made yet"
-        elif number > 1 and hierarchy.min_mode_gain is not None:
-            cost.exact, cost.note = False, "upper bound: mode pruning may skip or shrink it"
-        elif number >= 3:
-            cost.exact, cost.note = False, "estimate: pruning picks the nodes to decompose"
-        stages.append(cost)
-    exact = all(s.exact for s in stages)
-    note = "" if exact else "estimate: the final criteria are not known yet"
-    evaluate = StageCost("evaluate", exact=exact, note=note)
-    planner.scoring(evaluate, scorer.plan(test.samples, tree))
+    run = _Run(params, judge, decomposer, state, probes, train, test)
+    expected, assumed = _plan(run, upper=False)
+    upper, more = _plan(run, upper=True)
+    return Estimate(expected, upper, list(dict.fromkeys(assumed + more)), probes)
+
+
+def _plan(run: _Run, upper: bool) -> tuple[list[StageCost], list[str]]:
+    """Every LLM stage's cost in the expected case or (``upper``) the most it can be, and
+    what was assumed."""
+    planner = Planner(run.judge, run.decomposer, run.probes, run.lengths)
+    stages, assumptions = [], []
+    tree, modes = _layers(run, planner, stages, assumptions, grow_when_unknown=upper)
+    evaluate = StageCost("evaluate", run.state.reruns("evaluate"))
+    if evaluate.rerun:
+        bundle = run.bundle(tree, retrained_too=False)
+        if bundle is not None:
+            planner.count(evaluate, bundle.scorer.plan(run.test.samples, bundle.tree))
+        planner.count(evaluate, run.scorer(modes).plan(run.test.samples, tree))
     stages.append(evaluate)
 
-    baselines = StageCost("baselines")  # the stage's scorers, less ROUGE (no LLM call)
-    task, names = params.task, params.data.aspects
-    kept, _ = without_likelihood([n for n in BASELINES if n != "rouge"], problem)
-    for baseline in make_scorers(kept, judge, task, aspects, names):
-        planner.scoring(baselines, baseline.plan(test.samples))
+    params, problem = run.params, run.judge.likelihood_problem()
+    aspects, task, names = aspects_tree(params.data), params.task, params.data.aspects
+    baselines = StageCost("baselines", run.state.reruns("baselines"))
+    if baselines.rerun:
+        kept, _ = without_likelihood([n for n in BASELINES if n != "rouge"], problem)
+        for baseline in make_scorers(kept, run.judge, task, aspects, names):
+            planner.count(baselines, baseline.plan(run.test.samples))
     stages.append(baselines)
 
-    dhp = StageCost("dhp", exact=exact, note=note)
-    labels = load_labels(params.data.path, params.data.aspects, params.data.score_range)
-    combined = rule_perturbed_samples(labels, params.dhp)
-    planner.scoring(dhp, scorer.plan(combined, tree))
-    kept, _ = without_likelihood(params.dhp.baselines, problem)
-    for baseline in make_scorers(kept, judge, task, aspects, names):
-        planner.scoring(dhp, baseline.plan(combined))
-    if params.dhp.llm_perturbations:
-        dhp.exact = False
-        dhp.note = "estimate: LLM-made perturbations are not counted"
-    stages.append(dhp)
-    return stages
-
-
-def render(stages: Sequence[StageCost], calibration: dict | None, identity: str) -> str:
-    """The table ``hdeval estimate`` prints."""
-    per_call = (calibration or {}).get("seconds_per_call", {})
-    per_token = (calibration or {}).get("seconds_per_token", {})
-    lines = [
-        f"judge: {identity}",
-        f"{'stage':<10} {'LLM calls':>9} {'cached':>7} {'prompt tokens':>13} {'time':>9}  note",
-    ]
-    total_seconds: float | None = 0.0
-    for s in stages:
-        seconds = s.seconds(per_call, per_token) if calibration else None
-        shown = "?" if seconds is None else f"{seconds / 60:.1f} min"
-        if seconds is None or total_seconds is None:
-            total_seconds = None
+    dhp = StageCost("dhp", run.state.reruns("dhp"))
+    if dhp.rerun:
+        labels = load_labels(params.data.path, params.data.aspects, params.data.score_range)
+        combined = rule_perturbed_samples(labels, params.dhp)
+        current = run.bundle(tree, retrained_too=True)
+        bundle = current if not upper or not run.state.reruns("train") else None
+        if bundle is not None:
+            try:
+                planner.count(dhp, bundle.scorer.plan(combined, bundle.tree))
+            except HDEvalError as exc:
+                dhp.notes.append(f"the bundle cannot score DHP's texts: {exc}")
         else:
-            total_seconds += seconds
-        lines.append(
-            f"{s.stage:<10} {s.total_calls:>9} {s.cached:>7} {s.prompt_tokens:>13} {shown:>9}  "
-            f"{s.note}"
-        )
-    total = sum(s.total_calls for s in stages)
-    tokens = sum(s.prompt_tokens for s in stages)
-    shown = "?" if total_seconds is None else f"{total_seconds / 60:.1f} min"
-    lines.append(f"{'total':<10} {total:>9} {'':>7} {tokens:>13} {shown:>9}")
-    if calibration:
-        rates = ", ".join(f"{k} {v:.2f} s" for k, v in sorted(per_call.items())) or "none"
-        lines.append(
-            f"calibration: {calibration['calls_done']} calls made and cached (not counted above); "
-            f"seconds per call: {rates}"
-        )
-        if per_token:
-            speeds = ", ".join(f"{k} {1 / v:.0f}" for k, v in sorted(per_token.items()))
-            lines.append(f"prompt tokens computed per second (times above): {speeds}")
-    return "\n".join(lines)
+            families = run.families_for(combined, dhp.notes)
+            planner.count(dhp, run.scorer(modes, families).plan(combined, tree))
+        if run.state.reruns("train") and current is not None:
+            assumptions.append(
+                "dhp: the retrained bundle reads what the current one reads; at most: every "
+                "criterion of the final tree"
+            )
+        elif run.state.reruns("train"):
+            dhp.notes.append("bundle counted as reading every criterion (train picks a subset)")
+        kept, _ = without_likelihood(params.dhp.baselines, problem)
+        for baseline in make_scorers(kept, run.judge, task, aspects, names):
+            planner.count(dhp, baseline.plan(combined))
+        if params.dhp.llm_perturbations:
+            dhp.notes.append("LLM-made perturbations are not counted")
+    stages.append(dhp)
+    return stages, assumptions
+
+
+def _layers(
+    run: _Run,
+    planner: Planner,
+    stages: list[StageCost],
+    assumptions: list[str],
+    grow_when_unknown: bool,
+) -> tuple[CriteriaTree, list[str]]:
+    """Plan the layer stages into ``stages``; the final tree and its scoring modes."""
+    hierarchy = run.hierarchy
+    keep = pinned(hierarchy.overrides)
+    tree, selected, modes, grow = aspects_tree(run.params.data), [], list(hierarchy.modes), True
+    known, picked = True, True  # the tree is the run's; `selected` is what pruning picked
+    for number in range(1, hierarchy.layers + 1):
+        name, final = f"layer@{number}", number == hierarchy.layers
+        cost = StageCost(name, run.state.reruns(name))
+        stages.append(cost)
+        finished = run.state.finished_layer(number)
+        if finished is not None:  # dvc repro skips it: what it made is known
+            tree, report = finished
+            selected, known, picked = report["selected"], True, True
+            modes, grow = next_layer(report)
+            continue
+        expand: list[str] = []
+        if number > 1 and grow:
+            expand = criteria_to_expand(tree, number, selected, keep)
+            tree, decided = planner.grow(cost, tree, expand, run.params)
+            known = known and decided and picked
+            if not decided:
+                cost.notes.append(f"{hierarchy.children} criteria per decomposed node assumed")
+        if known:
+            tree = apply_overrides(tree, hierarchy.overrides, expand, final)
+        planner.count(cost, run.scorer(modes).plan(run.train.samples, tree))
+        if final:
+            break
+        if grow and hierarchy.min_mode_gain is not None:
+            grow = grow_when_unknown
+            assumptions.append(
+                f"layer@{number + 1}: the tree grows only if a scoring mode of {name} adds "
+                f">= {hierarchy.min_mode_gain:g} to the proxy's CV Pearson "
+                "(hierarchy.min_mode_gain); expected: it stops, at most: it grows"
+            )
+        if number > 1:  # pruning picks the next layer's nodes; stand-ins until it has run
+            newest = [c.id for c in tree.layer(number) if c.id not in keep]
+            selected, picked = newest[: hierarchy.top_k], False
+    return tree, modes

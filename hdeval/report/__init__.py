@@ -1,1 +1,2 @@
-"""What a run reports: the metrics summary, results.md's tables and the plots."""
+"""What a run reports: metrics.json's summary, results.md's tables, the DVC plot tables, and
+report.html, the run on one self-contained page (:func:`hdeval.report.render.write_report`)."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -26,6 +25,8 @@ LABELS = {
     "likelihood:unconditioned": "GPTScore likelihood, unconditioned",
     "likelihood:source_free": "likelihood without the source (fluency prior)",
     "likelihood:pmi": "PMI with the source (grounding), per token",
+    "likelihood:average": "GPTScore likelihoods averaged into one score",
+    "direct-prompt:average": "direct 1-5 prompts averaged into one score",
     "rouge:rouge1": "ROUGE-1 F1",
     "rouge:rouge2": "ROUGE-2 F1",
     "rouge:rougeL": "ROUGE-L F1",
@@ -61,83 +62,50 @@ def run_summary(metrics: Mapping, bundle: str) -> str:
     return (
         f"bundle {bundle} ({selection['kind']} on {selection['features']}): held-out "
         f"{agreement_line(metrics['held_out']['hdeval']['average'])}; gates: {gates or 'none'}; "
-        f"results.md has the comparison. Next: hdeval score --model {bundle} texts.jsonl "
+        f"report.html shows the run. Next: hdeval score --model {bundle} texts.jsonl "
         "--explain"
     )
 
 
-def baseline_summary(table: pd.DataFrame) -> dict:
-    """``{scorer: {level: {correlation: value}}}`` of the aspect average of a compare table."""
-    average = table[table["aspect"] == "average"]
-    out: dict = {}
-    for row in average.itertuples(index=False):
-        value = None if math.isnan(row.value) else float(row.value)
-        out.setdefault(row.scorer, {}).setdefault(row.level, {})[row.correlation] = value
-    return out
+def label_of(name: str) -> str:
+    """A comparison entry's name in words (``without_coverage``: the bundle's columns less that
+    family's)."""
+    if name.startswith("without_") and name not in LABELS:
+        return f"HD-Eval without the {name.removeprefix('without_')} family"
+    return LABELS.get(name, name)
 
 
-def llm_totals(stages: Mapping[str, Mapping]) -> dict:
-    """LLM calls, cache hits and model tokens summed over the stages, and the overall hit rate."""
-    calls = sum(int(s["llm_calls"]) for s in stages.values())
-    hits = sum(int(s["cache_hits"]) for s in stages.values())
-    seconds = sum(float(s.get("seconds", 0.0)) for s in stages.values())
-    tokens: Counter[str] = Counter()
-    for stage in stages.values():
-        tokens.update(stage["tokens"])
-    return {
-        "llm_calls": calls,
-        "cache_hits": hits,
-        "cache_hit_rate": hits / (calls + hits) if calls + hits else 1.0,
-        "tokens": dict(tokens),
-        "seconds": round(seconds, 1),
-    }
-
-
-def headline(metrics: Mapping) -> dict:
-    """The few numbers ``dvc exp show`` compares across runs (``headline.json``): held-out r of
-    the bundle with its CI and at summary level, its paired gain over the best same-judge
-    baseline, DHP D_min^EW, the gates (1 accepted, 0 refused), rows, LLM calls and minutes."""
-    average = metrics["held_out"]["hdeval"]["average"]
-    dataset, summary = average["dataset"], average["summary"]
-    gates = metrics.get("acceptance", {})
-    baselines = gates.get("baselines", {})
-    paired = [p for p in baselines.get("paired", []) if p["against"] == baselines.get("best")]
-    dhp = metrics.get("dhp", {}).get("hdeval", {})
-    llm = metrics["llm"]
-
-    def rounded(value: float | None) -> float | None:
-        return None if value is None or value != value else round(float(value), 4)
-
-    out: dict = {
-        "r": rounded(dataset["pearson"]),
-        "r_low": rounded(dataset["pearson_ci"][0]),
-        "r_high": rounded(dataset["pearson_ci"][1]),
-        "summary_r": rounded(summary["pearson"]),
-    }
-    if paired:
-        out.update(
-            gain=rounded(paired[0]["difference"]),
-            gain_low=rounded(paired[0]["ci_low"]),
-            gain_high=rounded(paired[0]["ci_high"]),
+def families_markdown(selection: Mapping) -> str:
+    """What each signal family added to the proxy's CV when model selection weighed it
+    (``hierarchy.min_family_gain``), and which were kept."""
+    steps = selection.get("family_steps") or []
+    if not steps:
+        kept = ", ".join(selection.get("families") or []) or "none"
+        return f"Signal families: {kept} (no selection: hierarchy.min_family_gain is null).\n"
+    lines = [
+        "Signal families, added one at a time (the proxy's grouped CV Pearson on the training "
+        "documents; kept while one adds at least hierarchy.min_family_gain):",
+        "",
+        "| family | added to | CV Pearson | gain | kept |",
+        "|---|---|---:|---:|---|",
+    ]
+    for step in steps:
+        added_to = " + ".join(step["with"]) or "the other columns"
+        lines.append(
+            f"| {step['family']} | {added_to} | {step['cv_pearson']:.3f} | {step['gain']:+.3f} "
+            f"| {'yes' if step['kept'] else ''} |"
         )
-    if dhp:
-        out["dhp_min_ew"] = rounded(dhp.get("D_min_ew"))
-    out.update({f"{gate}_ok": int(v["accepted"]) for gate, v in gates.items()})
-    out.update(
-        train_rows=metrics["rows"]["train"],
-        test_rows=metrics["rows"]["test"],
-        llm_calls=llm["llm_calls"],
-        minutes=round(llm.get("seconds", 0.0) / 60, 1),
-    )
-    return out
+    return "\n".join(lines) + "\n"
 
 
-def _order(names: list[str]) -> list[str]:
+def scorer_order(names: list[str]) -> list[str]:
+    """Scorer names in table order: those of :data:`LABELS` first, the others alphabetically."""
     known = [n for n in LABELS if n in names]
     return known + sorted(n for n in names if n not in LABELS)
 
 
-def _cell(row: pd.DataFrame) -> str:
+def figure_cell(row: pd.DataFrame) -> str:
+    """ "0.457 [0.41, 0.52]" of a comparison-table row, "-" where it has no figure."""
     if row.empty or math.isnan(row["value"].iloc[0]):
         return "-"
     value, low, high = (float(row[c].iloc[0]) for c in ("value", "ci_low", "ci_high"))
@@ -161,14 +129,14 @@ def results_markdown(table: pd.DataFrame, dhp: Mapping[str, Mapping], metrics: M
         "| scorer | n | " + " | ".join(header) + " |",
         "|---|---:|" + "---:|" * len(header),
     ]
-    for name in _order(list(dict.fromkeys(average["scorer"]))):
+    for name in scorer_order(list(dict.fromkeys(average["scorer"]))):
         rows = average[average["scorer"] == name]
         cells = [
-            _cell(rows[(rows["level"] == level) & (rows["correlation"] == corr)])
+            figure_cell(rows[(rows["level"] == level) & (rows["correlation"] == corr)])
             for level, corr in COLUMNS
         ]
         n = int(rows["n"].iloc[0])
-        label = LABELS.get(name, name)
+        label = label_of(name)
         lines.append(f"| {label} | {n} | " + " | ".join(cells + _dhp_cells(name, dhp)) + " |")
     rows = metrics.get("rows", {})
     llm = metrics.get("llm", {})
@@ -204,6 +172,12 @@ def selection_markdown(selection: Mapping, limit: int = 12) -> str:
             f"| {row['features']} | {row['kind']} | {row['n_features']} | "
             f"{row['cv_pearson']:.3f} | {'' if rising is None else f'{100 * rising:.0f} %'} |"
         )
+    lines += ["", shipped_note(selection)]
+    return "\n".join(lines) + "\n"
+
+
+def shipped_note(selection: Mapping) -> str:
+    """What model selection shipped, and why it is not the CV-best candidate where it is not."""
     shipped = (
         f"Shipped: {selection['kind']} on {selection['features']}, tuned CV Pearson "
         f"{selection['cv_pearson']:.3f}"
@@ -217,8 +191,7 @@ def selection_markdown(selection: Mapping, limit: int = 12) -> str:
         limit = selection.get("max_rising_share")  # None: the check was off (or not recorded)
         if limit is not None:
             shipped += f" that aggregator.max_rising_share ({limit:g}) allows"
-    lines += ["", shipped + "."]
-    return "\n".join(lines) + "\n"
+    return shipped + "."
 
 
 def acceptance_markdown(verdicts: list[Mapping]) -> str:
@@ -229,13 +202,6 @@ def acceptance_markdown(verdicts: list[Mapping]) -> str:
             f"- {'accepted' if verdict['accepted'] else '**refused**'}: {verdict['message']}"
         )
     return "\n".join(lines) + "\n"
-
-
-def layer_summary(report: Mapping) -> dict:
-    """What a layer's report says about the tree's growth: proxy CV Pearson, features, the modes
-    scored, what each mode added to the CV (``hierarchy.min_mode_gain``) and why it stopped."""
-    keys = ("cv_pearson", "n_features", "modes", "mode_gains", "modes_next", "stopped")
-    return {k: report.get(k) for k in keys}
 
 
 def layers_markdown(layers: Mapping[str, Mapping]) -> str:
@@ -256,11 +222,6 @@ def layers_markdown(layers: Mapping[str, Mapping]) -> str:
             line += f"; {layer['stopped']}"
         lines.append(line)
     return "\n".join(lines) + "\n"
-
-
-def stage_cost(report: Mapping) -> dict:
-    """The LLM cost figures of a stage's report."""
-    return {k: report[k] for k in ("llm_calls", "cache_hits", "cache_hit_rate", "tokens")}
 
 
 def evaluation_plots(predicted: pd.DataFrame, test, layers: list[dict], out: Path) -> None:
@@ -294,10 +255,17 @@ def reading_markdown(mean_abs: pd.DataFrame, top: int = 4) -> str:
         "",
     ]
     for aspect in [c for c in mean_abs.columns if c != "meaning"]:
-        ranked = mean_abs[aspect].sort_values(ascending=False).head(top)
-        parts = [f"{mean_abs.at[f, 'meaning']} `{f}` {v:.3f}" for f, v in ranked.items() if v > 0]
+        readings = top_readings(mean_abs, aspect, top)
+        parts = [f"{meaning} `{f}` {v:.3f}" for meaning, f, v in readings]
         lines.append(f"- {aspect}: " + "; ".join(parts))
     return "\n".join(lines) + "\n"
+
+
+def top_readings(mean_abs: pd.DataFrame, aspect: str, top: int = 4) -> list[tuple[str, str, float]]:
+    """(meaning in words, feature column, mean |SHAP|) of the ``top`` features an aspect reads
+    most, those with any contribution."""
+    ranked = mean_abs[aspect].sort_values(ascending=False).head(top)
+    return [(str(mean_abs.at[f, "meaning"]), str(f), float(v)) for f, v in ranked.items() if v > 0]
 
 
 def left_out_markdown(left_out: Mapping[str, str]) -> str:

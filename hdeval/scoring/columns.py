@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from hdeval.errors import HDEvalError
 from hdeval.params import HierarchyParams, Mode
+from hdeval.scoring.family_columns import FAMILY_COLUMNS, GROUPS, ORIENTATIONS, WORDS, family_of
 from hdeval.scoring.likelihood_stats import STATISTICS
 
 PROMPT = "prompt"
@@ -40,26 +41,33 @@ PMI_SUM = f"{PMI}.sum:{TEXT}"
 TEXT_LENGTH = f"{LENGTH}.words:{TEXT}"
 MEAN = "mean"
 _SIGNAL_OF_MODE: dict[str, str] = {"prompt": PROMPT, "likelihood": LIKELIHOOD}
-#: The signals each scoring mode's requests give (PMI and length come from likelihoods).
+#: The signals each scoring mode's requests give (PMI, length and the signal families come
+#: with the text's likelihoods).
 _MODE_SIGNALS: dict[str, tuple[str, ...]] = {
     "prompt": (PROMPT,),
-    "likelihood": (LIKELIHOOD, PMI, LENGTH),
+    "likelihood": (LIKELIHOOD, PMI, LENGTH, "cov", "spmi", "slots", "ref", "rouge"),
 }
 
 
 @dataclass(frozen=True)
 class Profile:
     """How likelihoods become columns (``hierarchy.likelihood_stats``, ``source_free``,
-    ``length``): the statistics of every likelihood column, and which of the text's own signals
-    come with :data:`UNCONDITIONED`."""
+    ``length``, ``families``): the statistics of every likelihood column, and which of the
+    text's own signals come with :data:`UNCONDITIONED`."""
 
     stats: tuple[str, ...] = (MEAN,)
     source_free: bool = False
     length: bool = False
+    families: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, hierarchy: HierarchyParams) -> Profile:
-        return cls(tuple(hierarchy.likelihood_stats), hierarchy.source_free, hierarchy.length)
+        return cls(
+            tuple(hierarchy.likelihood_stats),
+            hierarchy.source_free,
+            hierarchy.length,
+            tuple(hierarchy.families),
+        )
 
     def likelihood_columns(self, target: str) -> list[str]:
         """The likelihood columns of ``target`` (a criterion id, :data:`TEXT` or :data:`FREE`)."""
@@ -75,6 +83,8 @@ class Profile:
             columns += [*self.likelihood_columns(FREE), PMI_MEAN, PMI_SUM]
         if self.length:
             columns.append(TEXT_LENGTH)
+        for family in self.families:
+            columns += FAMILY_COLUMNS[family]
         return columns
 
 
@@ -117,7 +127,9 @@ def of_mode(columns: Iterable[str], mode: Mode) -> list[str]:
 def orientation(name: str) -> int:
     """+1 where a higher value means a better text, -1 where lower does, 0 where neither
     (the text's length is not a quality judgement)."""
-    signal = source_of(name)
+    signal, head = source_of(name), name.split(":", 1)[0]
+    if head in ORIENTATIONS:
+        return ORIENTATIONS[head]
     if signal == LENGTH:
         return 0
     if signal == LIKELIHOOD:
@@ -129,6 +141,8 @@ def describe(name: str) -> str:
     """What a column measures, in words (``lik.p10:_free`` -> "fluency without the source:
     10th-percentile token")."""
     signal, target = source_of(name), criterion_of(name)
+    if family_of(name) is not None:
+        return WORDS.get(name.split(":", 1)[0], WORDS.get(name, name))
     if signal == PROMPT:
         return f"1-5 prompt score of {target}"
     if signal == LENGTH:
@@ -162,6 +176,9 @@ def group_of(name: str) -> str:
     target = criterion_of(name)
     if not target.startswith("_"):
         return target
+    head = name.split(":", 1)[0]
+    if family_of(name) is not None:
+        return GROUPS.get(head, GROUPS.get(source_of(name) or "", WORDS.get(name, target)))
     signal = "free" if target == FREE else source_of(name)
     return TEXT_GROUPS.get(signal or "", target)
 

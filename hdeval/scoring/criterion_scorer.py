@@ -18,7 +18,7 @@ import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -40,6 +40,7 @@ from hdeval.scoring.columns import (
     feature_columns,
     with_unconditioned,
 )
+from hdeval.scoring.family_scorer import FamilyScorer
 from hdeval.scoring.likelihood_stats import statistics
 from hdeval.scoring.prompts import (
     TEMPLATE_VERSION,
@@ -57,8 +58,9 @@ from hdeval.tree.criteria import CriteriaTree, Criterion
 log = logging.getLogger(__name__)
 
 
-#: The passes over one sample: a scoring mode, or the source-free likelihood of the text.
-Pass = Literal["prompt", "likelihood", "source_free"]
+#: The passes over one sample: a scoring mode, the source-free likelihood of the text, or a
+#: signal family's likelihood (:mod:`hdeval.scoring.family_scorer`).
+Pass = Literal["prompt", "likelihood", "source_free", "family"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,17 @@ class Request:
     column: str
     key: str
     suffix: str
+
+
+class PlannedPass(NamedTuple):
+    """One pass of :meth:`CriterionScorer.score` over one sample, as planned: the shared
+    segments, the continuation (a likelihood's text) and the requests on them."""
+
+    sample: Sample
+    kind: Pass
+    segments: list[str]
+    continuation: str
+    requests: list[Request]
 
 
 class CriterionScorer:
@@ -90,6 +103,8 @@ class CriterionScorer:
         self.modes = tuple(modes)
         self.unconditioned = with_unconditioned(self.modes, unconditioned)
         self.profile = profile
+        families = profile.families if self.unconditioned else ()
+        self.families = FamilyScorer(judge, self.task, families)
 
     # ----------------------------------------------------------------- requests per sample
     def prompt_requests(
@@ -113,18 +128,21 @@ class CriterionScorer:
             for name, text in pairs
         ]
 
-    def plan(
-        self, samples: Any, tree: CriteriaTree
-    ) -> list[tuple[Pass, list[str], str, list[Request]]]:
-        """Every request :meth:`score` makes for ``samples`` on all of ``tree``, before any cut
-        to the judge's context: per sample and mode, the shared segments, the continuation and
-        the requests (what ``hdeval estimate`` counts)."""
+    def plan(self, samples: Any, tree: CriteriaTree) -> list[PlannedPass]:
+        """Every pass :meth:`score` makes over ``samples`` on all of ``tree``, with its
+        requests, before any cut to the judge's context (what ``hdeval estimate`` counts)."""
         planned = []
         for sample in samples_of(samples):
             for kind, criteria in self._passes(list(tree)):
                 segments, continuation = self._layout(kind, sample.source, sample.output)
                 requests = self._requests(kind, tree, criteria, segments, continuation)
-                planned.append((kind, segments, continuation, requests))
+                planned.append(PlannedPass(sample, kind, segments, continuation, requests))
+            for r in self.families.requests(sample):
+                request = Request(r.family, r.key, r.spec.instruction)
+                segments = list(r.spec.segments)
+                planned.append(
+                    PlannedPass(sample, "family", segments, r.spec.continuation, [request])
+                )
         return planned
 
     # ----------------------------------------------------------------- main loop
@@ -203,7 +221,11 @@ class CriterionScorer:
             if kind == "likelihood":
                 read = fitted.output
             results.update(self._resolve(sample.id, requests, run, kind, segments, continuation))
-        return self._values(results, read)
+        values = self._values(results, read)
+        if self.families.families:
+            given, free = results.get(UNCONDITIONED), results.get(SOURCE_FREE)
+            values.update(self.families.score(sample, read, given, free, run))  # type: ignore[arg-type]
+        return values
 
     def _values(
         self, results: dict[str, DigitScore | LogLikelihood], read: str
@@ -280,7 +302,7 @@ class CriterionScorer:
         try:
             fitted = fit_to_context(sample.source, output, prompt_tokens, backend)
         except ContextOverflow as exc:
-            self.judge.record_failures(_kind(kind), {r.key: str(exc) for r in requests})
+            self.judge.record_failures(cache_kind(kind), {r.key: str(exc) for r in requests})
             with run.lock:
                 run.failures += [ScoringFailure(sample.id, r.column, str(exc)) for r in requests]
             return None
@@ -321,6 +343,6 @@ class CriterionScorer:
         return results
 
 
-def _kind(kind: Pass) -> str:
-    """The result-cache kind of a pass's requests."""
+def cache_kind(kind: Pass) -> str:
+    """The result-cache kind of a pass's requests: digits for a prompt, else a likelihood."""
     return DIGITS if kind == "prompt" else LOGLIK

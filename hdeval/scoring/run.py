@@ -22,14 +22,29 @@ class Sample:
     doc_id: str
     source: str
     output: str
+    references: tuple[str, ...] = ()
 
 
 def samples_of(table: Any) -> list[Sample]:
-    """Samples from a list of :class:`Sample` or a table indexed by id (doc_id, source, output)."""
+    """Samples from a list of :class:`Sample` or a table indexed by id (doc_id, source, output,
+    and references where it has them)."""
     if isinstance(table, Sequence) and not isinstance(table, str):
         return list(table)
+    refs = table["references"] if "references" in table.columns else None
     rows = table[["doc_id", "source", "output"]].itertuples(index=True, name=None)
-    return [Sample(str(i), str(d), str(s), str(o)) for i, d, s, o in rows]
+    return [
+        Sample(str(i), str(d), str(s), str(o), _references(refs, i) if refs is not None else ())
+        for i, d, s, o in rows
+    ]
+
+
+def _references(column: Any, index: Any) -> tuple[str, ...]:
+    value = column[index]
+    if isinstance(value, str):
+        return (value,)
+    if value is None or (isinstance(value, float) and value != value):
+        return ()
+    return tuple(str(r) for r in value)
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,14 @@
 """White-box aggregators: criterion scores (features) -> human scores (one output per aspect).
 
 HD-Eval (Appendix C.3) uses scikit-learn's linear regression, decision tree, random forest and a
-shallow 3-layer ReLU MLP. Our linear regression is ridge regression (ordinary least squares as
+shallow 3-layer ReLU MLP; "boosting" adds gradient-boosted trees (``HistGradientBoostingRegressor``
+per aspect), which can keep each column's orientation as a monotone constraint. Our linear
+regression is ridge regression (ordinary least squares as
 ``alpha`` -> 0): a few hundred labelled texts and dozens of correlated criterion scores make plain
 least squares fit noise. Each is wrapped in a :class:`~sklearn.pipeline.Pipeline` that first
 imputes missing criterion scores with the training median (a failed LLM score arrives as NaN) and,
 for the models that depend on feature scale, standardises them. All four are multi-output
-natively, so one pipeline predicts every aspect at once.
+natively (boosting through one model per aspect), so one pipeline predicts every aspect at once.
 
 :func:`search_space` gives the optuna search space of each kind; :func:`averaged_baseline` is the
 paper's "w/o aggregator" ablation (Table 4): the plain mean of the criterion scores under each
@@ -23,7 +25,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import lsq_linear
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.ensemble import RandomForestRegressor
+from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegressor
 from sklearn.impute import SimpleImputer
 from sklearn.linear_model import Ridge
 from sklearn.neural_network import MLPRegressor
@@ -35,7 +37,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from hdeval.errors import ConfigError
 from hdeval.scoring.columns import criterion_of, orientation, source_of
 
-KINDS: tuple[str, ...] = ("linear", "tree", "forest", "mlp")
+KINDS: tuple[str, ...] = ("linear", "tree", "forest", "mlp", "boosting")
 
 #: Defaults of the linear aggregator: ridge penalty on standardised criterion scores.
 LINEAR_DEFAULTS: dict[str, Any] = {"alpha": 10.0}
@@ -48,6 +50,15 @@ MLP_DEFAULTS: dict[str, Any] = {
     "learning_rate_init": 1e-3,
     "max_iter": 1000,
     "early_stopping": False,
+}
+
+#: Defaults of gradient boosting: small trees, a slow learning rate, a few hundred rows' worth.
+BOOSTING_DEFAULTS: dict[str, Any] = {
+    "learning_rate": 0.05,
+    "max_iter": 150,
+    "max_leaf_nodes": 8,
+    "min_samples_leaf": 20,
+    "l2_regularization": 1.0,
 }
 
 
@@ -112,6 +123,52 @@ class OrientedRidge(RegressorMixin, BaseEstimator):
         return X @ np.asarray(self.coef_).T + self.intercept_
 
 
+class MonotoneBoosting(RegressorMixin, BaseEstimator):
+    """Gradient-boosted trees per output (scikit-learn's ``HistGradientBoostingRegressor``),
+    each monotone in every column as ``monotonic_cst`` says (+1 rising, -1 falling, 0 free)."""
+
+    def __init__(
+        self,
+        learning_rate: float = 0.05,
+        max_iter: int = 150,
+        max_leaf_nodes: int = 8,
+        min_samples_leaf: int = 20,
+        l2_regularization: float = 1.0,
+        monotonic_cst: Sequence[int] | None = None,
+        random_state: int = 0,
+    ) -> None:
+        self.learning_rate = learning_rate
+        self.max_iter = max_iter
+        self.max_leaf_nodes = max_leaf_nodes
+        self.min_samples_leaf = min_samples_leaf
+        self.l2_regularization = l2_regularization
+        self.monotonic_cst = monotonic_cst
+        self.random_state = random_state
+
+    def fit(self, X, y):
+        X, Y = validate_data(self, X, y, multi_output=True, y_numeric=True)
+        targets = Y.reshape(len(Y), -1)
+        settings = self.get_params()
+        self.estimators_ = [
+            HistGradientBoostingRegressor(early_stopping=False, **settings).fit(X, column)
+            for column in targets.T
+        ]
+        self.n_outputs_ = targets.shape[1]
+        self._single = Y.ndim == 1
+        return self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+
+    def predict(self, X) -> np.ndarray:
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False)
+        out = np.column_stack([e.predict(X) for e in self.estimators_])
+        return out[:, 0] if self._single else out
+
+
 def _check_kind(kind: str) -> None:
     if kind not in KINDS:
         raise ConfigError(f"unknown aggregator kind {kind!r}; choose one of {', '.join(KINDS)}")
@@ -126,6 +183,8 @@ def _model(kind: str, random_state: int, params: dict[str, Any]):
         return DecisionTreeRegressor(random_state=random_state, **params)
     if kind == "forest":
         return RandomForestRegressor(random_state=random_state, **params)
+    if kind == "boosting":
+        return MonotoneBoosting(random_state=random_state, **{**BOOSTING_DEFAULTS, **params})
     return MLPRegressor(random_state=random_state, **{**MLP_DEFAULTS, **params})
 
 
@@ -153,10 +212,13 @@ def constraints(kind: str, nonnegative: bool, columns: Sequence[str] = ()) -> di
     aggregator (an :class:`OrientedRidge`) whose weight on each of ``columns`` has the sign of
     the column's :func:`~hdeval.scoring.columns.orientation`, so a text scored worse on every
     criterion
-    is never scored higher. Trees, forests and MLPs take no constraint."""
+    is never scored higher; gradient boosting gets the same orientations as monotone constraints.
+    Trees, forests and MLPs take no constraint."""
     _check_kind(kind)
     if kind == "linear" and nonnegative:
         return {"orientation": tuple(orientation(c) for c in columns)}
+    if kind == "boosting" and nonnegative:
+        return {"monotonic_cst": [orientation(c) for c in columns]}
     return {}
 
 
@@ -171,6 +233,8 @@ def search_space(kind: str, trial, fixed: dict[str, Any] | None = None) -> dict[
       (log), ``max_features`` 0.2..1.0.
     - mlp: hidden sizes 8..128 and 4..64 (log), ``alpha`` 1e-6..1e-1 (log),
       ``learning_rate_init`` 1e-4..1e-2 (log).
+    - boosting: ``learning_rate`` 0.01..0.3, ``max_iter`` 30..400, ``max_leaf_nodes`` 3..31,
+      ``min_samples_leaf`` 5..60, ``l2_regularization`` 1e-3..10 (all log).
 
     Works with an ``optuna.trial.FixedTrial`` too, to rebuild parameters from stored values.
     """
@@ -194,6 +258,14 @@ def _searched(kind: str, trial, fixed: dict[str, Any]) -> dict[str, Any]:
             "max_depth": trial.suggest_int("max_depth", 2, 16),
             "min_samples_leaf": trial.suggest_int("min_samples_leaf", 1, 20, log=True),
             "max_features": trial.suggest_float("max_features", 0.2, 1.0),
+        }
+    if kind == "boosting":
+        return {
+            "learning_rate": trial.suggest_float("learning_rate", 0.01, 0.3, log=True),
+            "max_iter": trial.suggest_int("max_iter", 30, 400, log=True),
+            "max_leaf_nodes": trial.suggest_int("max_leaf_nodes", 3, 31, log=True),
+            "min_samples_leaf": trial.suggest_int("min_samples_leaf", 5, 60, log=True),
+            "l2_regularization": trial.suggest_float("l2_regularization", 1e-3, 10.0, log=True),
         }
     hidden1 = trial.suggest_int("hidden1", 8, 128, log=True)
     hidden2 = trial.suggest_int("hidden2", 4, 64, log=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +32,14 @@ from hdeval.scoring.columns import (
     source_of,
     stat_of,
 )
+from hdeval.scoring.family_columns import family_of
 from hdeval.training.aggregators import averaged_baseline, constraints, make_aggregator
 from hdeval.training.monotonicity import rising_share
 from hdeval.training.selection import (
     FeatureSet,
     best_candidate,
     candidate_feature_sets,
+    select_families,
     selection_table,
 )
 from hdeval.tree.criteria import CriteriaTree
@@ -83,6 +85,8 @@ def feature_subsets(tree: CriteriaTree, columns: Sequence[str]) -> dict[str, lis
     text = [c for c in columns if is_text_signal(c)]
     if len(text) > 1 and len(text) < len(columns):
         subsets["text_signals_only"] = text
+    for family in dict.fromkeys(f for c in columns if (f := family_of(c)) is not None):
+        subsets[f"without_{family}"] = [c for c in columns if family_of(c) != family]
     means = [c for c in columns if stat_of(c) == MEAN and source_of(c) in (PROMPT, LIKELIHOOD)]
     means = [c for c in means if criterion_of(c) != FREE]
     if means and len(means) < len(columns):
@@ -103,6 +107,7 @@ class Selected:
     table: pd.DataFrame
     cv_pearson: float
     rising_limit: float | None = None  # max_rising_share applied, None where the check was off
+    family_steps: list[dict] = field(default_factory=list)  # select_families' decisions
 
     def summary(self) -> dict:
         """JSON-ready: the choice, its tuned CV figure, the rising limit applied and the whole
@@ -116,6 +121,8 @@ class Selected:
             "unconditioned": self.feature_set.unconditioned,
             "cv_pearson": self.cv_pearson,
             "max_rising_share": self.rising_limit,
+            "families": list(self.feature_set.profile.families),
+            "family_steps": self.family_steps,
             "cv_table": self.table.to_dict(orient="records"),
         }
 
@@ -143,8 +150,12 @@ def select_and_fit(
     targets = train.targets.loc[features.index]
     groups = train.samples.loc[features.index, "doc_id"].to_numpy()
     folds = min(search.cv_folds, len(set(groups)))
+    kept, family_steps = select_families(
+        tree, features, targets, groups, params.hierarchy, folds, seed, search.nonnegative
+    )
+    hierarchy = params.hierarchy.model_copy(update={"families": kept})
     candidates = candidate_feature_sets(
-        params.hierarchy, search, tree.depth, UNCONDITIONED in features.columns
+        hierarchy, search, tree.depth, UNCONDITIONED in features.columns
     )
     table = selection_table(
         tree, features, targets, groups, candidates, search.kinds, folds, seed, search.nonnegative
@@ -177,7 +188,7 @@ def select_and_fit(
     log.info("selected %s on %s (CV Pearson %.3f)", kind, feature_set.name, score)
     return Selected(
         model, kind, best, feature_set, feature_set.tree(tree), chosen, table, score,
-        rising_limit=search.rising_limit,
+        rising_limit=search.rising_limit, family_steps=family_steps,
     )  # fmt: skip
 
 

@@ -26,6 +26,7 @@ from sklearn.exceptions import ConvergenceWarning
 from hdeval.errors import ConfigError
 from hdeval.params import AggregatorParams, HierarchyParams, Mode
 from hdeval.scoring.columns import Profile, feature_columns, orientation
+from hdeval.scoring.family_columns import FAMILY_COLUMNS
 from hdeval.training.aggregators import constraints, make_aggregator
 from hdeval.training.monotonicity import rising_share
 from hdeval.training.tuning import cv_score
@@ -105,6 +106,52 @@ def candidate_feature_sets(
     return out
 
 
+def select_families(
+    tree: CriteriaTree,
+    features: pd.DataFrame,
+    targets: pd.DataFrame,
+    groups: Sequence | np.ndarray,
+    hierarchy: HierarchyParams,
+    n_splits: int,
+    seed: int,
+    nonnegative: bool = False,
+) -> tuple[list[str], list[dict]]:
+    """The signal families (``hierarchy.families``) that earn their place, and the steps that
+    decided it: forward selection by the grouped-CV Pearson of the proxy aggregator on every
+    criterion column and the text's signals, adding the family that gains most while it gains at
+    least ``hierarchy.min_family_gain``. Each step row: family, cv_pearson with it, gain, kept."""
+    scored = set(features.columns)  # a family the layer could not score (no likelihoods) is out
+    families = [f for f in hierarchy.families if set(FAMILY_COLUMNS[f]) <= scored]
+    if hierarchy.min_family_gain is None or not families:
+        return families, []
+    kind, modes = hierarchy.proxy_aggregator, tuple(hierarchy.modes)
+
+    def score(chosen: list[str]) -> float:
+        profile = replace(Profile.of(hierarchy), families=tuple(chosen))
+        columns = FeatureSet(modes, tree.depth, True, profile).columns(tree)
+        columns = [c for c in columns if c in features.columns]
+        fixed = constraints(kind, nonnegative, columns)
+        return cv_score(kind, fixed, features[columns], targets, groups, n_splits, seed)
+
+    kept: list[str] = []
+    current, steps = score(kept), []
+    while len(kept) < len(families):
+        trials = {f: score([*kept, f]) for f in families if f not in kept}
+        best = max(trials, key=trials.__getitem__)
+        gain = trials[best] - current
+        earns = gain >= hierarchy.min_family_gain
+        steps += [
+            {"family": f, "with": list(kept), "cv_pearson": value, "gain": value - current,
+             "kept": earns and f == best}
+            for f, value in trials.items()
+        ]  # fmt: skip
+        if not earns:
+            break
+        kept.append(best)
+        current = trials[best]
+    return kept, steps
+
+
 def selection_table(
     tree: CriteriaTree,
     features: pd.DataFrame,
@@ -167,7 +214,7 @@ def _rows(
 #: Aggregator kinds from the simplest up: a linear model stays monotone outside the training
 #: range (a perturbed text's features often lie there), a tree or forest is flat there, and an
 #: MLP may turn around (DHP measures exactly that).
-SIMPLICITY = ("linear", "tree", "forest", "mlp")
+SIMPLICITY = ("linear", "tree", "forest", "boosting", "mlp")
 
 
 def best_candidate(

@@ -1,0 +1,220 @@
+"""docs/results.md, the README's results table and docs/cost.md's table, generated from the
+committed run records, so no figure is typed twice: ``metrics.json`` (the default run) and
+``docs/runs/<name>.json`` (each preset's, and the default split with the bigger judge).
+``python -m hdeval.report.results_page`` rewrites them; a test checks they are up to date.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+from hdeval.report.results import label_of
+
+#: The runs on the page, in order: record file (relative to the repository), title, what it is.
+RUNS = (
+    ("metrics.json", "SummEval (the default run)", "`params.yaml`"),
+    ("docs/runs/summeval_1.5b.json", "SummEval with the 1.5B judge",
+     "`params.yaml` with `llm.model: qwen2.5-coder-1.5b-instruct-q4_k_m`"),
+    ("docs/runs/sfres.json", "Data-to-text: SFRES", "`params/sfres.yaml`"),
+    ("docs/runs/sfhot.json", "Data-to-text: SFHOT", "`params/sfhot.yaml`"),
+    ("docs/runs/topical_chat.json", "Dialogue: Topical-Chat", "`params/topical_chat.yaml`"),
+)  # fmt: skip
+#: Same-judge single signals and baselines shown beside the bundle (when the run has them).
+SHOWN = (
+    "likelihood",
+    "likelihood:unconditioned",
+    "likelihood:pmi",
+    "likelihood:source_free",
+    "direct-prompt",
+    "rouge:rouge1",
+)
+
+INTRO = """# Results
+
+Generated from the committed run records (`metrics.json`, `docs/runs/*.json`) by
+`python -m hdeval.report.results_page` (which also writes the README's table and docs/cost.md's);
+each run's record names its CPU, judge and time.
+Held-out documents only; Pearson r averaged over the aspects, with 95 % CIs from a bootstrap
+over held-out documents; a paired difference compares two scorers on the same drawn documents.
+DHP: D = log₀.₀₅ p with expert weights, ≥ 1 means discerned at p < 0.05.
+"""
+
+
+def _ci(entry: Mapping, key: str = "pearson") -> str:
+    value, ci = entry.get(key), entry.get(f"{key}_ci")
+    if value is None:
+        return "-"
+    return f"{value:.3f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+
+
+def _paired(p: Mapping | None) -> str:
+    if not p:
+        return "-"
+    return f"{p['difference']:+.3f} [{p['ci_low']:.2f}, {p['ci_high']:.2f}]"
+
+
+def run_section(title: str, setup: str, metrics: Mapping) -> str:
+    """One run: setup, the table of scorers, the gates, the families and what was left out."""
+    rows, llm, selection = metrics["rows"], metrics["llm"], metrics["selection"]
+    machine = metrics.get("machine", {})
+    minutes = llm.get("seconds", 0.0) / 60
+    lines = [
+        f"## {title}",
+        "",
+        f"{setup}: {rows['train']} training and {rows['test']} held-out texts; judge "
+        f"`{llm['identity']}`; {llm['llm_calls']} LLM calls, {minutes:.1f} min in the stages "
+        f"that call the judge, on {machine.get('cpu', 'an unrecorded CPU')}. Shipped: "
+        f"{selection['kind']} on {selection['features']}, signal families "
+        f"{', '.join(selection.get('families') or []) or 'none'}.",
+        "",
+        "| scorer | dataset r | summary-level r | DHP D_min^EW |",
+        "|---|---:|---:|---:|",
+    ]
+    held, dhp = metrics["held_out"], metrics.get("dhp", {})
+    peer = metrics.get("peer")
+
+    def dhp_cell(name: str) -> str:
+        value = dhp.get(name, {}).get("D_min_ew")
+        return "" if value is None else f"{value:.2f}"
+
+    bundle = held["hdeval"]["average"]
+    lines.append(
+        f"| **hdeval bundle** | **{_ci(bundle['dataset'])}** | {_ci(bundle['summary'])} "
+        f"| {dhp_cell('hdeval')} |"
+    )
+    if peer is not None:
+        lines.append(
+            f"| published peer: {peer['name']} | {peer['value']:.3f} [{peer['low']:.2f}, "
+            f"{peer['high']:.2f}] | | |"
+        )
+    baselines = metrics.get("baselines", {})
+    for name in SHOWN:
+        if name in baselines:
+            entry = baselines[name]
+            lines.append(
+                f"| {label_of(name)} | {_ci(entry['dataset'])} | {_ci(entry['summary'])} "
+                f"| {dhp_cell(name)} |"
+            )
+    for name, entry in held.items():
+        if name.startswith("without_") or name == "text_signals_only":
+            average = entry["average"]
+            lines.append(
+                f"| {label_of(name)} | {_ci(average['dataset'])} | {_ci(average['summary'])} | |"
+            )
+    gate = metrics.get("acceptance", {}).get("baselines", {})
+    best = gate.get("best")
+    paired = next((p for p in gate.get("paired", []) if p["against"] == best), None)
+    lines += ["", f"- Bundle minus the best same-judge baseline ({best}): {_paired(paired)}."]
+    if peer is not None:
+        lines.append(f"- Bundle minus {peer['name']}, paired: {_paired(peer.get('paired'))}.")
+    for gate_name, verdict in metrics.get("acceptance", {}).items():
+        state = "accepted" if verdict["accepted"] else "**refused**"
+        lines.append(f"- Gate {gate_name}: {state}.")
+    cut = dhp.get("hdeval", {}).get("lower", {}).get("first_half")
+    if cut:
+        shares = ", ".join(f"{m} {100 * v:.0f} %" for m, v in cut.items() if v is not None)
+        lines.append(f"- The text cut to its first half scored lower than the whole: {shares}.")
+    failed = dhp.get("hdeval", {}).get("failed")
+    if failed:
+        lines.append(f"- DHP did not discern: {', '.join(failed)}.")
+    for step in selection.get("family_steps") or []:
+        if step["kept"] or not step["with"]:
+            added = " + ".join(step["with"]) or "the base signals"
+            lines.append(
+                f"- Family {step['family']} added to {added}: CV {step['gain']:+.3f}"
+                f"{' (kept)' if step['kept'] else ''}."
+            )
+    for what, why in metrics.get("left_out", {}).items():
+        lines.append(f"- Left out: {what}: {why}.")
+    return "\n".join(lines) + "\n"
+
+
+def summary_table(root: Path) -> str:
+    """The README's table: one row per run with a record, the bundle against its best
+    same-judge baseline and the published peer, DHP and time."""
+    lines = [
+        "| run | bundle, held-out r | best same-judge baseline | published peer "
+        "| bundle minus peer, paired | DHP D_min^EW | minutes |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for record, title, _ in RUNS:
+        path = root / record
+        if not path.is_file():
+            continue
+        metrics = json.loads(path.read_text())
+        bundle = metrics["held_out"]["hdeval"]["average"]["dataset"]
+        gate = metrics.get("acceptance", {}).get("baselines", {})
+        best = gate.get("best")
+        baseline = f"{gate[best]['value']:.3f} ({best})" if best in gate else "-"
+        peer = metrics.get("peer")
+        published = f"{peer['value']:.3f} ({peer['name']})" if peer else "none"
+        dhp = metrics.get("dhp", {}).get("hdeval", {}).get("D_min_ew")
+        minutes = metrics["llm"].get("seconds", 0.0) / 60
+        lines.append(
+            f"| {title} | {_ci(bundle)} | {baseline} | {published} | "
+            f"{_paired(peer.get('paired')) if peer else '-'} | "
+            f"{'-' if dhp is None else f'{dhp:.2f}'} | {minutes:.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def cost_table(root: Path, record: str = "metrics.json") -> str:
+    """docs/cost.md's table: each LLM stage's calls, prompt tokens and minutes in a run record."""
+    metrics = json.loads((root / record).read_text())
+    llm, cpu = metrics["llm"], metrics.get("machine", {}).get("cpu", "an unrecorded CPU")
+    lines = [
+        f"Judge `{llm['identity']}` on {cpu}:",
+        "",
+        "| stage | LLM calls | answers from the cache | prompt tokens | minutes |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for stage, cost in llm["stages"].items():
+        lines.append(
+            f"| {stage} | {cost['llm_calls']:,} | {cost['cache_hits']:,} | "
+            f"{cost['tokens']['prompt']:,} | {cost.get('seconds', 0.0) / 60:.1f} |"
+        )
+    lines.append(
+        f"| **all** | {llm['llm_calls']:,} | {llm['cache_hits']:,} | "
+        f"{llm['tokens']['prompt']:,} | {llm.get('seconds', 0.0) / 60:.1f} |"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def results_page(root: Path) -> str:
+    """The whole page from the records under ``root``; a run without a record says so."""
+    parts = [INTRO]
+    for record, title, setup in RUNS:
+        path = root / record
+        if not path.is_file():
+            parts.append(f"## {title}\n\nNot measured at this version (no `{record}`).\n")
+            continue
+        parts.append(run_section(title, setup, json.loads(path.read_text())))
+    return "\n".join(parts)
+
+
+#: The generated blocks of other documents: file, opening marker, closing marker, generator.
+BLOCKS = (
+    ("README.md", "<!-- results: generated -->\n", "<!-- end of results -->", summary_table),
+    ("docs/cost.md", "<!-- cost: generated -->\n", "<!-- end of cost -->", cost_table),
+)
+
+
+def block(text: str, opening: str, closing: str) -> str:
+    """The generated part of ``text`` between its markers."""
+    start = text.index(opening) + len(opening)
+    return text[start : text.index(closing, start)]
+
+
+def write_docs(root: Path) -> None:
+    """Rewrite docs/results.md and every generated block from the run records under ``root``."""
+    (root / "docs" / "results.md").write_text(results_page(root))
+    for name, opening, closing, make in BLOCKS:
+        path = root / name
+        text = path.read_text()
+        path.write_text(text.replace(block(text, opening, closing), make(root), 1))
+
+
+if __name__ == "__main__":
+    write_docs(Path("."))

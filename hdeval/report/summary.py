@@ -1,0 +1,135 @@
+"""What a run's summary holds: the aspect-averaged figures of every scorer, the LLM cost per
+stage and in total, the machine, the published peer, and the headline numbers ``dvc exp show``
+compares (``headline.json``)."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+
+import pandas as pd
+
+
+def baseline_summary(table: pd.DataFrame) -> dict:
+    """``{scorer: {level: {correlation: value, correlation_ci: [low, high]}}}`` of the aspect
+    average of a compare table (no ``_ci`` where no bootstrap was drawn)."""
+    average = table[table["aspect"] == "average"]
+    out: dict = {}
+    for row in average.itertuples(index=False):
+        value = None if math.isnan(row.value) else float(row.value)
+        entry = out.setdefault(row.scorer, {}).setdefault(row.level, {})
+        entry[row.correlation] = value
+        if not (math.isnan(row.ci_low) or math.isnan(row.ci_high)):
+            entry[f"{row.correlation}_ci"] = [float(row.ci_low), float(row.ci_high)]
+    return out
+
+
+def llm_totals(stages: Mapping[str, Mapping]) -> dict:
+    """LLM calls, cache hits and model tokens summed over the stages, and the overall hit rate."""
+    calls = sum(int(s["llm_calls"]) for s in stages.values())
+    hits = sum(int(s["cache_hits"]) for s in stages.values())
+    seconds = sum(float(s.get("seconds", 0.0)) for s in stages.values())
+    tokens: Counter[str] = Counter()
+    for stage in stages.values():
+        tokens.update(stage["tokens"])
+    return {
+        "llm_calls": calls,
+        "cache_hits": hits,
+        "cache_hit_rate": hits / (calls + hits) if calls + hits else 1.0,
+        "tokens": dict(tokens),
+        "seconds": round(seconds, 1),
+    }
+
+
+def peer_summary(verdicts: list[Mapping]) -> dict | None:
+    """The published peer's held-out figure and the bundle's paired difference from it, as the
+    baseline gate stated them (None without a peer)."""
+    figures = next((v["figures"] for v in verdicts if v["gate"] == "baselines"), {})
+    name = figures.get("peer")
+    if name is None:
+        return None
+    paired = next((p for p in figures.get("paired", []) if p["against"] == name), None)
+    return {"name": name, **figures[name], "paired": paired}
+
+
+def machine() -> dict:
+    """The CPU this process runs on, as ``lscpu`` names it (model name, family, model) and the
+    instruction sets the judge's speed depends on."""
+    info: dict[str, str] = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            info.setdefault(key.strip(), value.strip())
+    except OSError:
+        return {"cpu": "an unknown CPU"}
+    flags = set(info.get("flags", "").split())
+    sets = [f for f in ("amx_bf16", "avx512_bf16", "avx512f", "avx2") if f in flags]
+    name = info.get("model name", "unknown")
+    return {
+        "cpu": f"{name} (family {info.get('cpu family')} model {info.get('model')}; "
+        f"{', '.join(sets) or 'no AVX2'}; {os.cpu_count()} cores)",
+    }
+
+
+def headline(metrics: Mapping) -> dict:
+    """The few numbers ``dvc exp show`` compares across runs (``headline.json``): held-out r of
+    the bundle with its CI and at summary level, its paired gain over the best same-judge
+    baseline, DHP D_min^EW, the gates (1 accepted, 0 refused), rows, LLM calls and minutes."""
+    average = metrics["held_out"]["hdeval"]["average"]
+    dataset, summary = average["dataset"], average["summary"]
+    gates = metrics.get("acceptance", {})
+    baselines = gates.get("baselines", {})
+    paired = [p for p in baselines.get("paired", []) if p["against"] == baselines.get("best")]
+    dhp = metrics.get("dhp", {}).get("hdeval", {})
+    llm = metrics["llm"]
+
+    def rounded(value: float | None) -> float | None:
+        return None if value is None or value != value else round(float(value), 4)
+
+    out: dict = {
+        "r": rounded(dataset["pearson"]),
+        "r_low": rounded(dataset["pearson_ci"][0]),
+        "r_high": rounded(dataset["pearson_ci"][1]),
+        "summary_r": rounded(summary["pearson"]),
+    }
+    if paired:
+        out.update(
+            gain=rounded(paired[0]["difference"]),
+            gain_low=rounded(paired[0]["ci_low"]),
+            gain_high=rounded(paired[0]["ci_high"]),
+        )
+    peer = metrics.get("peer")
+    if peer is not None:
+        out["peer_r"] = rounded(peer["value"])
+        if peer.get("paired"):
+            out.update(
+                vs_peer=rounded(peer["paired"]["difference"]),
+                vs_peer_low=rounded(peer["paired"]["ci_low"]),
+                vs_peer_high=rounded(peer["paired"]["ci_high"]),
+            )
+    if dhp:
+        out["dhp_min_ew"] = rounded(dhp.get("D_min_ew"))
+    out.update({f"{gate}_ok": int(v["accepted"]) for gate, v in gates.items()})
+    out.update(
+        train_rows=metrics["rows"]["train"],
+        test_rows=metrics["rows"]["test"],
+        llm_calls=llm["llm_calls"],
+        minutes=round(llm.get("seconds", 0.0) / 60, 1),
+    )
+    return out
+
+
+def layer_summary(report: Mapping) -> dict:
+    """What a layer's report says about the tree's growth: proxy CV Pearson, features, the modes
+    scored, what each mode added to the CV (``hierarchy.min_mode_gain``) and why it stopped."""
+    keys = ("cv_pearson", "n_features", "modes", "mode_gains", "modes_next", "stopped")
+    return {k: report.get(k) for k in keys}
+
+
+def stage_cost(report: Mapping) -> dict:
+    """The LLM cost figures of a stage's report, and its time where the report has it."""
+    keys = ("llm_calls", "cache_hits", "cache_hit_rate", "tokens", "seconds")
+    return {k: report[k] for k in keys if k in report}

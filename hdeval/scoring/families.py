@@ -1,0 +1,215 @@
+"""Signal families beyond the criteria: what the text, its source and its references tell a
+judge, each one switch of ``hierarchy.families`` and a few feature columns.
+
+=============  ==========================================================  ===================
+family         columns (target ``_text`` unless named)                     LLM cost per text
+=============  ==========================================================  ===================
+coverage       ``cov``: the source's lead (first 60 words) given the       one likelihood pass
+               text, mean token log-probability (BARTScore's recall        over the lead, plus
+               direction); ``cov.gain``: that minus the lead's own         one per document
+               likelihood (how much the text explains of the source)
+sentences      ``spmi.min`` / ``spmi.max``: the lowest and highest         none (the text's
+               sentence PMI with the source; ``spmi.neg``: the share of    two likelihoods)
+               sentences with PMI <= 0; ``len.sents``: sentence count
+slots          ``slots.realised``: share of the meaning representation's   none
+               spoken values the text realises; ``slots.omitted``: how
+               many it leaves out (:mod:`hdeval.scoring.sources`)
+dialogue       ``pmi:_history`` / ``pmi:_fact``: the text's PMI with the   two likelihood
+               dialogue history alone and with the knowledge fact alone    passes
+references     ``ref.given``: the text given the first reference           two likelihood
+               (BARTScore precision); ``ref.covers``: the reference        passes
+               given the text (recall); ``rouge.1`` / ``rouge.2`` /
+               ``rouge.l``: ROUGE F1, best over the references
+=============  ==========================================================  ===================
+
+A family's passes are plain likelihood requests of the cached judge; its columns are computed
+from their token log-probabilities and from the sample itself. Which families a bundle reads
+is in its card; ``hierarchy.min_family_gain`` drops a family that does not earn its place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from hdeval.errors import DataValidationError
+from hdeval.llm.types import LogLikelihood
+from hdeval.params import TaskSpec
+from hdeval.scoring.sources import (
+    dialogue_parts,
+    lead,
+    parse_mr,
+    realised,
+    sentence_spans,
+)
+
+#: Words of the source's opening that coverage reads.
+LEAD_WORDS = 60
+
+
+@dataclass(frozen=True)
+class FamilyPass:
+    """One likelihood request of a family: the continuation read after segments + instruction."""
+
+    name: str
+    segments: tuple[str, ...]
+    instruction: str
+    continuation: str
+
+
+@dataclass(frozen=True)
+class FamilySample:
+    """What a family reads of a sample."""
+
+    source: str
+    output: str
+    references: tuple[str, ...] = ()
+
+
+def passes(family: str, sample: FamilySample, task: TaskSpec) -> list[FamilyPass]:
+    """The likelihood requests ``family`` makes for ``sample`` (none for slots, sentences)."""
+    text = sample.output.strip()
+    if family == "coverage":
+        opening = lead(sample.source, LEAD_WORDS)
+        return [
+            FamilyPass(
+                "given_text",
+                (f"## {task.output_label}\n{text}\n\n",),
+                f"## Instructions\nWrite the {task.source_noun} the {task.output_noun} above "
+                "was written for, from its beginning.",
+                opening,
+            ),
+            FamilyPass(
+                "alone",
+                (f"The task is to write a {task.source_noun}.\n\n",),
+                f"## Instructions\nWrite a {task.source_noun}.",
+                opening,
+            ),
+        ]
+    if family == "dialogue":
+        history, fact = dialogue_parts(sample.source)
+        ask = f"## Instructions\nWrite a {task.output_noun} for the conversation above."
+        return [
+            FamilyPass("history", (f"## Conversation history\n{history}\n\n",), ask, text),
+            FamilyPass(
+                "fact",
+                (f"## Fact\n{fact}\n\n",),
+                f"## Instructions\nWrite a {task.output_noun} that uses the fact above.",
+                text,
+            ),
+        ]
+    if family == "references":
+        if not sample.references:
+            raise DataValidationError("no references: the references family needs them")
+        reference = sample.references[0].strip()
+        return [
+            FamilyPass(
+                "given_reference",
+                (f"## Reference {task.output_noun}\n{reference}\n\n",),
+                f"## Instructions\nWrite a {task.output_noun} that says what the reference says.",
+                text,
+            ),
+            FamilyPass(
+                "covers_reference",
+                (f"## {task.output_label}\n{text}\n\n",),
+                f"## Instructions\nWrite a {task.output_noun} that says what the one above says.",
+                reference,
+            ),
+        ]
+    return []
+
+
+def values(
+    family: str,
+    sample: FamilySample,
+    results: dict[str, LogLikelihood],
+    text_given: LogLikelihood | None,
+    text_free: LogLikelihood | None,
+    token_count: Callable[[str], int] | None,
+) -> dict[str, float]:
+    """The columns of ``family`` for ``sample`` from its passes' ``results`` (by pass name) and
+    the text's likelihood with and without the source (``text_given``, ``text_free``). A column
+    whose inputs failed is left out (NaN in the table). ``token_count`` counts the judge's
+    tokens of a string (None: sentences are split by their share of the characters)."""
+    if family == "coverage":
+        given, alone = results.get("given_text"), results.get("alone")
+        out = {} if given is None else {"cov:_text": given.mean}
+        if given is not None and alone is not None:
+            out["cov.gain:_text"] = given.mean - alone.mean
+        return out
+    if family == "sentences":
+        if text_given is None or text_free is None:
+            return {}
+        return sentence_values(sample.output.strip(), text_given, text_free, token_count)
+    if family == "slots":
+        spoken = parse_mr(sample.source).spoken_values()
+        found = sum(realised(v, sample.output) for v in spoken)
+        share = found / len(spoken) if spoken else 1.0
+        return {"slots.realised:_text": share, "slots.omitted:_text": float(len(spoken) - found)}
+    if family == "dialogue":
+        if text_free is None:
+            return {}
+        return {
+            f"pmi:_{part}": result.mean - text_free.mean
+            for part in ("history", "fact")
+            if (result := results.get(part)) is not None
+        }
+    if family == "references":
+        out = {
+            column: result.mean
+            for column, name in (("ref.given:_text", "given_reference"),
+                                 ("ref.covers:_text", "covers_reference"))
+            if (result := results.get(name)) is not None
+        }  # fmt: skip
+        out.update(rouge_values(sample.output, sample.references))
+        return out
+    raise ValueError(f"unknown family {family!r}")
+
+
+def sentence_values(
+    text: str,
+    given: LogLikelihood,
+    free: LogLikelihood,
+    token_count: Callable[[str], int] | None,
+) -> dict[str, float]:
+    """Per-sentence PMI of ``text`` (mean over its tokens of log p(token | source) - log
+    p(token | no source)): its minimum, maximum, the share of sentences at or below 0, and the
+    number of sentences."""
+    pmi = np.asarray(given.tokens) - np.asarray(free.tokens)
+    spans = sentence_spans(text)
+    if token_count is not None:
+        ends = [min(token_count(text[:end]), len(pmi)) for _, end in spans]
+    else:  # no tokenizer: each sentence's share of the characters
+        ends = [round(len(pmi) * end / max(len(text), 1)) for _, end in spans]
+    ends[-1] = len(pmi)
+    per_sentence, start = [], 0
+    for end in ends:
+        if end > start:
+            per_sentence.append(float(pmi[start:end].mean()))
+        start = max(start, end)
+    if not per_sentence:
+        return {}
+    scores = np.asarray(per_sentence)
+    return {
+        "spmi.min:_text": float(scores.min()),
+        "spmi.max:_text": float(scores.max()),
+        "spmi.neg:_text": float(np.mean(scores <= 0)),
+        "len.sents:_text": float(len(spans)),
+    }
+
+
+def rouge_values(text: str, references: Sequence[str]) -> dict[str, float]:
+    """ROUGE-1/2/L F1 of ``text``, best over ``references`` (the ``rouge-score`` package)."""
+    from rouge_score import rouge_scorer
+
+    if not references:
+        raise DataValidationError("no references: ROUGE needs them")
+    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
+    best = {"rouge1": 0.0, "rouge2": 0.0, "rougeL": 0.0}
+    for reference in references:
+        for name, score in scorer.score(reference, text).items():
+            best[name] = max(best[name], score.fmeasure)
+    return {"rouge.1:_text": best["rouge1"], "rouge.2:_text": best["rouge2"],
+            "rouge.l:_text": best["rougeL"]}  # fmt: skip

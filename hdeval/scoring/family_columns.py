@@ -1,0 +1,56 @@
+"""The columns of each signal family (:mod:`hdeval.scoring.families`): their names, orientation,
+words and explanation groups. Data only: the feature-column protocol reads it."""
+
+from __future__ import annotations
+
+FAMILIES = ("coverage", "sentences", "slots", "dialogue", "references")
+
+#: Columns of each family, in order.
+FAMILY_COLUMNS: dict[str, tuple[str, ...]] = {
+    "coverage": ("cov:_text", "cov.gain:_text"),
+    "sentences": ("spmi.min:_text", "spmi.max:_text", "spmi.neg:_text", "len.sents:_text"),
+    "slots": ("slots.realised:_text", "slots.omitted:_text"),
+    "dialogue": ("pmi:_history", "pmi:_fact"),
+    "references": (
+        "ref.given:_text",
+        "ref.covers:_text",
+        "rouge.1:_text",
+        "rouge.2:_text",
+        "rouge.l:_text",
+    ),
+}
+#: Orientation of family columns that are not "higher is better" (see columns.orientation).
+ORIENTATIONS = {"spmi.neg": -1, "len.sents": 0, "slots.omitted": -1}
+#: Each family's columns in words, for explanations.
+WORDS = {
+    "cov": "coverage of the source's opening (its likelihood given the text)",
+    "cov.gain": "coverage of the source's opening beyond its own likelihood",
+    "spmi.min": "least grounded sentence (its PMI with the source)",
+    "spmi.max": "best grounded sentence (its PMI with the source)",
+    "spmi.neg": "share of sentences the source does not explain (PMI <= 0)",
+    "len.sents": "number of sentences (not a quality judgement)",
+    "slots.realised": "share of the meaning representation's values realised",
+    "slots.omitted": "values of the meaning representation left out",
+    "pmi:_history": "grounding in the dialogue history (PMI)",
+    "pmi:_fact": "grounding in the knowledge fact (PMI)",
+    "ref.given": "likelihood given the reference (precision)",
+    "ref.covers": "reference covered by the text (recall)",
+    "rouge.1": "ROUGE-1 F1 against the references",
+    "rouge.2": "ROUGE-2 F1 against the references",
+    "rouge.l": "ROUGE-L F1 against the references",
+}
+#: What each family's contributions are called in an explanation.
+GROUPS = {
+    "cov": "coverage of the source",
+    "spmi": "grounding per sentence",
+    "len.sents": "length",
+    "slots": "meaning representation realised",
+    "ref": "agreement with the references",
+    "rouge": "agreement with the references",
+}
+REFERENCE_FAMILIES = frozenset({"references"})
+
+
+def family_of(column: str) -> str | None:
+    """The family a column belongs to, or None for a criterion's or the base text signals."""
+    return next((f for f, cols in FAMILY_COLUMNS.items() if column in cols), None)

@@ -1,0 +1,83 @@
+"""Signal families (hdeval.scoring.families, hdeval.scoring.sources): what each column reads
+of a sample, without a judge; the real judge's families are tested in test_family_judge.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from hdeval.errors import DataValidationError
+from hdeval.llm.types import LogLikelihood
+from hdeval.params import TaskSpec
+from hdeval.scoring.columns import Profile, describe, feature_columns, group_of, orientation
+from hdeval.scoring.families import FamilySample, passes, sentence_values, values
+from hdeval.scoring.family_columns import FAMILY_COLUMNS
+from hdeval.scoring.sources import dialogue_parts, parse_mr, realised, sentence_spans
+
+
+def test_meaning_representation_pairs_and_what_is_spoken() -> None:
+    mr = parse_mr("inform(name='red door cafe';food=chinese;kids_allowed=yes;area=dont_care)")
+    assert mr.acts == ("inform",)
+    assert mr.pairs[0] == ("name", "red door cafe")
+    assert mr.spoken_values() == ["red door cafe", "chinese"]
+    assert parse_mr("inform_no_match(area=hayes valley)|request(food)").acts == (
+        "inform_no_match",
+        "request",
+    )
+
+
+@pytest.mark.parametrize("bad", ["inform name=x", "inform(name='x';;)", "the red door cafe"])
+def test_a_malformed_meaning_representation_is_refused_saying_what(bad: str) -> None:
+    with pytest.raises(DataValidationError, match=r"meaning representation|malformed"):
+        parse_mr(bad)
+
+
+def test_slots_count_the_values_realised_and_left_out() -> None:
+    sample = FamilySample("inform(name='red door cafe';food=chinese;area=dont_care)", "")
+    whole = values("slots", sample.__class__(sample.source, "Red Door Cafe serves Chinese."),
+                   {}, None, None, None)  # fmt: skip
+    half = values("slots", sample.__class__(sample.source, "Red door cafe is nice."),
+                  {}, None, None, None)  # fmt: skip
+    assert whole == {"slots.realised:_text": 1.0, "slots.omitted:_text": 0.0}
+    assert half == {"slots.realised:_text": 0.5, "slots.omitted:_text": 1.0}
+    assert not realised("chin", "Chinese food")  # whole words only
+
+
+def test_dialogue_source_splits_into_history_and_fact() -> None:
+    history, fact = dialogue_parts("Conversation history:\nhi there\nhello\n\nFact: cats purr")
+    assert (history, fact) == ("hi there\nhello", "cats purr")
+    with pytest.raises(DataValidationError, match="not a dialogue source"):
+        dialogue_parts("A news article.")
+
+
+def test_sentence_pmi_finds_the_sentence_the_source_does_not_explain() -> None:
+    text = "The council voted. Aliens landed."
+    assert sentence_spans(text) == [(0, 18), (19, 33)]
+    given = LogLikelihood(tokens=(-1.0, -1.0, -1.0, -6.0, -6.0))
+    free = LogLikelihood(tokens=(-3.0, -3.0, -3.0, -5.0, -5.0))
+    out = sentence_values(text, given, free, lambda s: 3 if s == text[:18] else 5)
+    assert out == {"spmi.min:_text": -1.0, "spmi.max:_text": 2.0, "spmi.neg:_text": 0.5,
+                   "len.sents:_text": 2.0}  # fmt: skip
+    by_chars = sentence_values(text, given, free, None)
+    assert by_chars["len.sents:_text"] == 2.0 and by_chars["spmi.min:_text"] < 0
+
+
+def test_references_family_needs_references_and_reads_rouge() -> None:
+    task = TaskSpec()
+    with pytest.raises(DataValidationError, match="no references"):
+        passes("references", FamilySample("src", "text"), task)
+    sample = FamilySample("src", "the cat sat", ("the cat sat on the mat", "a dog"))
+    names = [p.name for p in passes("references", sample, task)]
+    assert names == ["given_reference", "covers_reference"]
+    out = values("references", sample, {}, None, None, None)
+    assert out["rouge.1:_text"] == pytest.approx(2 * 3 / (3 + 6))
+
+
+def test_family_columns_follow_the_text_signals_with_orientation_and_words() -> None:
+    profile = Profile(("mean",), True, True, ("coverage", "sentences"))
+    columns = feature_columns(["coh"], ["likelihood"], True, profile)
+    assert columns[-6:] == [*FAMILY_COLUMNS["coverage"], *FAMILY_COLUMNS["sentences"]]
+    assert orientation("spmi.neg:_text") == -1 and orientation("len.sents:_text") == 0
+    assert orientation("cov:_text") == 1 and orientation("slots.omitted:_text") == -1
+    assert "coverage" in describe("cov.gain:_text")
+    assert group_of("spmi.min:_text") == "grounding per sentence"
+    assert group_of("pmi:_fact") == "grounding in the knowledge fact (PMI)"

@@ -1,0 +1,86 @@
+"""Signal families on the real embedded judge, a few texts each: the columns they give move
+the way the text moves (an invented sentence, a text cut in half, a response that uses its
+fact), and a malformed meaning representation is refused naming the row."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from hdeval.errors import HDEvalError
+from hdeval.llm.cache import ResultCache
+from hdeval.llm.judge import CachedJudge
+from hdeval.params import TaskSpec
+from hdeval.scoring.columns import Profile
+from hdeval.scoring.criterion_scorer import CriterionScorer
+from hdeval.scoring.family_columns import FAMILY_COLUMNS
+from hdeval.scoring.run import Sample
+from hdeval.tree.criteria import CriteriaTree, Criterion
+
+pytestmark = pytest.mark.model
+TREE = CriteriaTree([Criterion("quality", "quality", "the text is good")])
+ALIENS = " Aliens landed on the roof of the stadium on Tuesday and were greeted by the mayor ."
+
+
+def _scorer(backend, tmp_path, families, task=TaskSpec()) -> CriterionScorer:
+    judge = CachedJudge(backend, ResultCache(tmp_path / "cache.sqlite"))
+    profile = Profile(("mean",), True, False, tuple(families))
+    return CriterionScorer(judge, task, ["likelihood"], True, profile)
+
+
+def test_sentences_and_coverage_move_with_the_text(embedded_backend, summeval_rows, tmp_path):
+    row = summeval_rows[0]
+    words = row["output"].split()
+    texts = {
+        "whole": row["output"],
+        "aliens": row["output"] + ALIENS,
+        "half": " ".join(words[: len(words) // 2]),
+    }
+    samples = [
+        Sample(k, "d", row["source"], v, tuple(row["references"][:1])) for k, v in texts.items()
+    ]
+    run = _scorer(embedded_backend, tmp_path, ["coverage", "sentences", "references"]).score(
+        samples, TREE, progress=False
+    )
+    assert run.failures == []
+    table = run.features
+    for column in (c for f in ("coverage", "sentences", "references") for c in FAMILY_COLUMNS[f]):
+        assert all(math.isfinite(v) for v in table[column]), column
+    assert table.loc["aliens", "len.sents:_text"] == table.loc["whole", "len.sents:_text"] + 1
+    assert table.loc["aliens", "spmi.min:_text"] < table.loc["whole", "spmi.min:_text"]
+    assert table.loc["half", "cov:_text"] < table.loc["whole", "cov:_text"]
+    assert table.loc["half", "ref.covers:_text"] < table.loc["whole", "ref.covers:_text"]
+
+
+def test_dialogue_pmi_with_the_fact_rises_when_the_response_uses_it(embedded_backend, tmp_path):
+    source = (
+        "Conversation history:\ndo you like football ?\ni love it , i watch every game .\n\n"
+        "Fact: the new england patriots have won six super bowls ."
+    )
+    used = "did you know the patriots have won six super bowls ?"
+    generic = "that is nice , i like it too ."
+    task = TaskSpec(output_noun="response", source_noun="dialogue context")
+    run = _scorer(embedded_backend, tmp_path, ["dialogue"], task).score(
+        [Sample("used", "d", source, used), Sample("generic", "d", source, generic)],
+        TREE,
+        progress=False,
+    )
+    assert run.failures == []
+    assert run.features.loc["used", "pmi:_fact"] > run.features.loc["generic", "pmi:_fact"]
+
+
+def test_slots_read_the_meaning_representation_and_refuse_a_malformed_one(
+    embedded_backend, tmp_path
+):
+    mr = "inform(name='red door cafe';food=chinese;area=dont_care)"
+    scorer = _scorer(embedded_backend, tmp_path, ["slots"])
+    run = scorer.score(
+        [Sample("all", "d", mr, "red door cafe serves chinese food ."),
+         Sample("one", "d", mr, "red door cafe is a nice place .")],
+        TREE, progress=False,
+    )  # fmt: skip
+    assert run.features.loc["all", "slots.realised:_text"] == 1.0
+    assert run.features.loc["one", "slots.omitted:_text"] == 1.0
+    with pytest.raises(HDEvalError, match=r"sample 'bad'.*meaning representation"):
+        scorer.score([Sample("bad", "d", "red door cafe", "a text .")], TREE, progress=False)

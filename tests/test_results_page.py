@@ -1,0 +1,46 @@
+"""docs/results.md and the README's results table are generated from the committed run records,
+so no figure is typed twice."""
+
+from __future__ import annotations
+
+import json
+
+from hdeval.report.results_page import BLOCKS, block, results_page
+from tests.code_deps import REPO
+
+
+def test_docs_results_is_generated_from_the_run_records() -> None:
+    written = (REPO / "docs" / "results.md").read_text()
+    assert written == results_page(REPO), (
+        "docs/results.md is out of date: python -m hdeval.report.results_page > docs/results.md"
+    )
+
+
+def test_the_readme_and_cost_tables_are_generated_from_the_run_records() -> None:
+    for name, opening, closing, make in BLOCKS:
+        text = (REPO / name).read_text()
+        assert block(text, opening, closing) == make(REPO), (
+            f"{name}'s generated table is out of date: python -m hdeval.report.results_page"
+        )
+
+
+def test_every_run_record_names_its_cpu_and_time() -> None:
+    records = [REPO / "metrics.json", *sorted((REPO / "docs" / "runs").glob("*.json"))]
+    for path in records:
+        metrics = json.loads(path.read_text())
+        assert "cpu" in metrics.get("machine", {}), path
+        assert metrics["llm"].get("seconds", 0) > 0, path
+
+
+def test_the_headline_is_a_few_numbers_of_the_full_record() -> None:
+    """headline.json (the DVC metrics file) holds at most 25 numbers, all from metrics.json."""
+    from hdeval.report.summary import headline
+
+    metrics = json.loads((REPO / "metrics.json").read_text())
+    numbers = headline(metrics)
+    assert len(numbers) <= 25
+    assert all(isinstance(v, int | float) or v is None for v in numbers.values())
+    assert numbers["r"] == round(metrics["held_out"]["hdeval"]["average"]["dataset"]["pearson"], 4)
+    assert numbers["test_rows"] == metrics["rows"]["test"]
+    written = json.loads((REPO / "headline.json").read_text())
+    assert written == numbers  # the committed file is the committed record's headline
