@@ -94,6 +94,9 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     assert all(r["tokens"]["prompt"] > 0 for r in _reports(root))
     stages = metrics["llm"]["stages"]
     assert metrics["llm"]["tokens"]["prompt"] == sum(s["tokens"]["prompt"] for s in stages.values())
+    assert "cpu" in metrics["machine"] and all(s["seconds"] >= 0 for s in stages.values())
+    assert metrics["llm"]["seconds"] == pytest.approx(sum(s["seconds"] for s in stages.values()))
+    assert metrics["llm"]["seconds"] > 0
     assert set(metrics["dhp"]) == {"hdeval", "likelihood"}  # dhp.baselines: prompts on demand
     assert metrics["dhp"]["hdeval"]["n_texts"] == 2
     assert {"hdeval", "direct-prompt", "likelihood:unconditioned", "rouge:rouge1"} <= set(

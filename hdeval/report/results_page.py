@@ -55,17 +55,26 @@ def _paired(p: Mapping | None) -> str:
     return f"{p['difference']:+.3f} [{p['ci_low']:.2f}, {p['ci_high']:.2f}]"
 
 
+def _minutes(seconds: float | None) -> str:
+    return "not recorded" if not seconds else f"{seconds / 60:.1f}"
+
+
+def _time_and_cpu(metrics: Mapping) -> str:
+    """Where the record has them, the minutes in the stages that call the judge and the CPU."""
+    cpu, seconds = metrics.get("machine", {}).get("cpu"), metrics["llm"].get("seconds")
+    if not (cpu and seconds):
+        return "its time and CPU are not recorded (a record written before runs recorded them)"
+    return f"{seconds / 60:.1f} min in the stages that call the judge, on {cpu}"
+
+
 def run_section(title: str, setup: str, metrics: Mapping) -> str:
     """One run: setup, the table of scorers, the gates, the families and what was left out."""
     rows, llm, selection = metrics["rows"], metrics["llm"], metrics["selection"]
-    machine = metrics.get("machine", {})
-    minutes = llm.get("seconds", 0.0) / 60
     lines = [
         f"## {title}",
         "",
         f"{setup}: {rows['train']} training and {rows['test']} held-out texts; judge "
-        f"`{llm['identity']}`; {llm['llm_calls']} LLM calls, {minutes:.1f} min in the stages "
-        f"that call the judge, on {machine.get('cpu', 'an unrecorded CPU')}. Shipped: "
+        f"`{llm['identity']}`; {llm['llm_calls']} LLM calls; {_time_and_cpu(metrics)}. Shipped: "
         f"{selection['kind']} on {selection['features']}, signal families "
         f"{', '.join(selection.get('families') or []) or 'none'}.",
         "",
@@ -106,7 +115,9 @@ def run_section(title: str, setup: str, metrics: Mapping) -> str:
     gate = metrics.get("acceptance", {}).get("baselines", {})
     best = gate.get("best")
     paired = next((p for p in gate.get("paired", []) if p["against"] == best), None)
-    lines += ["", f"- Bundle minus the best same-judge baseline ({best}): {_paired(paired)}."]
+    lines.append("")
+    if best is not None:
+        lines.append(f"- Bundle minus the best same-judge baseline ({best}): {_paired(paired)}.")
     if peer is not None:
         lines.append(f"- Bundle minus {peer['name']}, paired: {_paired(peer.get('paired'))}.")
     for gate_name, verdict in metrics.get("acceptance", {}).items():
@@ -151,11 +162,10 @@ def summary_table(root: Path) -> str:
         peer = metrics.get("peer")
         published = f"{peer['value']:.3f} ({peer['name']})" if peer else "none"
         dhp = metrics.get("dhp", {}).get("hdeval", {}).get("D_min_ew")
-        minutes = metrics["llm"].get("seconds", 0.0) / 60
         lines.append(
             f"| {title} | {_ci(bundle)} | {baseline} | {published} | "
             f"{_paired(peer.get('paired')) if peer else '-'} | "
-            f"{'-' if dhp is None else f'{dhp:.2f}'} | {minutes:.0f} |"
+            f"{'-' if dhp is None else f'{dhp:.2f}'} | {_minutes(metrics['llm'].get('seconds'))} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -163,7 +173,8 @@ def summary_table(root: Path) -> str:
 def cost_table(root: Path, record: str = "metrics.json") -> str:
     """docs/cost.md's table: each LLM stage's calls, prompt tokens and minutes in a run record."""
     metrics = json.loads((root / record).read_text())
-    llm, cpu = metrics["llm"], metrics.get("machine", {}).get("cpu", "an unrecorded CPU")
+    llm = metrics["llm"]
+    cpu = metrics.get("machine", {}).get("cpu", "a CPU the record does not name")
     lines = [
         f"Judge `{llm['identity']}` on {cpu}:",
         "",
@@ -173,11 +184,11 @@ def cost_table(root: Path, record: str = "metrics.json") -> str:
     for stage, cost in llm["stages"].items():
         lines.append(
             f"| {stage} | {cost['llm_calls']:,} | {cost['cache_hits']:,} | "
-            f"{cost['tokens']['prompt']:,} | {cost.get('seconds', 0.0) / 60:.1f} |"
+            f"{cost['tokens']['prompt']:,} | {_minutes(cost.get('seconds'))} |"
         )
     lines.append(
         f"| **all** | {llm['llm_calls']:,} | {llm['cache_hits']:,} | "
-        f"{llm['tokens']['prompt']:,} | {llm.get('seconds', 0.0) / 60:.1f} |"
+        f"{llm['tokens']['prompt']:,} | {_minutes(llm.get('seconds'))} |"
     )
     return "\n".join(lines) + "\n"
 
@@ -213,7 +224,8 @@ def write_docs(root: Path) -> None:
     for name, opening, closing, make in BLOCKS:
         path = root / name
         text = path.read_text()
-        path.write_text(text.replace(block(text, opening, closing), make(root), 1))
+        start = text.index(opening) + len(opening)
+        path.write_text(text[:start] + make(root) + text[text.index(closing, start) :])
 
 
 if __name__ == "__main__":

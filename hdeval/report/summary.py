@@ -117,7 +117,7 @@ def headline(metrics: Mapping) -> dict:
         train_rows=metrics["rows"]["train"],
         test_rows=metrics["rows"]["test"],
         llm_calls=llm["llm_calls"],
-        minutes=round(llm.get("seconds", 0.0) / 60, 1),
+        minutes=round(llm["seconds"] / 60, 1) if llm.get("seconds") else None,
     )
     return out
 
