@@ -61,15 +61,16 @@ def _cached_vs_full(backend, rows) -> list[float]:
     return diffs
 
 
-@pytest.fixture(scope="module", params=["int8", "bfloat16"])
-def auto_precision_backend(request, embedded_dir):
-    """The judge in each precision ``dtype: auto`` / ``quantize: auto`` can pick: int8 Linear
-    layers (a CPU without AMX) and bfloat16 (a CPU with AMX)."""
+@pytest.fixture(scope="module")
+def auto_precision_backend(embedded_dir):
+    """The judge in the precision ``dtype: auto`` / ``quantize: auto`` picks on this CPU: bf16
+    with AMX tiles, fp32 with int8 Linear layers with VNNI, plain fp32 otherwise. (A precision
+    this CPU would never pick runs here many times slower than the one it picks, and is tested
+    where it is picked.)"""
     from hdeval.llm.local import TransformersBackend
+    from hdeval.llm.precision import resolve_quantize
 
-    if request.param == "int8":
-        return TransformersBackend(embedded_dir, quantize="int8")
-    return TransformersBackend(embedded_dir, dtype="bfloat16", quantize="none")
+    return TransformersBackend(embedded_dir, quantize=resolve_quantize("auto", "auto", "cpu"))
 
 
 def test_an_items_answer_does_not_depend_on_what_else_is_asked(
@@ -78,7 +79,7 @@ def test_an_items_answer_does_not_depend_on_what_else_is_asked(
     """The same text's likelihood scored alone, in one batched pass with the other summaries of
     its document, in reverse order, split over passes, and after other instructions (rows of
     other lengths of past); the same criterion's digit score alone or with others: equal to
-    1e-6 nats per token (the issue asked 1e-3), in every precision ``auto`` picks."""
+    1e-6 nats per token, in the precision ``auto`` picks."""
     backend = auto_precision_backend
     source = [source_segment(TASK, summeval_rows[0]["source"])]
     instruction = likelihood_instruction(TASK)
@@ -141,10 +142,13 @@ def test_packed_prefix_cache_matches_full_recompute(fp32_backend, summeval_rows)
 
 def test_prefix_cache_in_bf16_stays_within_rounding_noise(embedded_dir, summeval_rows):
     """bf16 rounds every activation, so a packed pass and a whole-prompt pass differ a little
-    (each is also ~0.02 from fp32): on average they must still agree within 0.02."""
+    (each is also ~0.02 from fp32): on average they must still agree within 0.02. Two texts on
+    their source's first 80 words: a CPU without bf16 kernels emulates every bf16 product, many
+    times slower than fp32."""
     from hdeval.llm.local import TransformersBackend
 
-    diffs = _cached_vs_full(TransformersBackend(embedded_dir, dtype="bfloat16"), summeval_rows[:4])
+    rows = [{**r, "source": " ".join(r["source"].split()[:80])} for r in summeval_rows[:2]]
+    diffs = _cached_vs_full(TransformersBackend(embedded_dir, dtype="bfloat16"), rows)
     assert sum(diffs) / len(diffs) <= 0.02
     assert max(diffs) <= 0.05
 
@@ -264,6 +268,7 @@ def test_int8_judge_loads_scores_close_to_fp32_and_has_its_own_identity(
     assert any(isinstance(m, Int8Linear) for m in int8.model.modules())
     assert not any(isinstance(m, torch.nn.Linear) for m in int8.model.modules())
     row = summeval_rows[0]
+    row = {**row, "source": " ".join(row["source"].split()[:80])}  # int8 is slow without VNNI
     segments = prompt_segments(TASK, row["source"], row["output"])
     ours = int8.digit_scores(segments, _suffixes())
     theirs = fp32_backend.digit_scores(segments, _suffixes())

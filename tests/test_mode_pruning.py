@@ -83,7 +83,7 @@ def test_a_stopped_tree_costs_no_decomposition_on_the_real_judge(embedded_backen
     """With a gain no mode can reach, layer 1 is scored and layers 2-3 neither decompose nor
     score anything new; their features are layer 1's."""
     rows = [json.loads(line) for line in (REPO / "data/summeval/summeval.jsonl").open()][:48]
-    rows = [r for r in rows if r["system_id"] in {"M0", "M1", "M8", "M22"}]  # 3 docs x 4
+    rows = [r for r in rows if r["system_id"] in {"M0", "M8"}]  # 3 docs x 2
     labels = tmp_path / "labels.jsonl"
     labels.write_text("".join(json.dumps(r) + "\n" for r in rows))
     train = load_labels(labels, ["coherence"], (1.0, 5.0))
