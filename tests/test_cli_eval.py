@@ -23,8 +23,12 @@ def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 @pytest.fixture()
 def labels(tmp_path, summeval_rows, embedded_dir) -> Path:
-    """Two documents x 3 systems, coherence only."""
-    rows = [r for r in summeval_rows if r["system_id"] in {"M0", "M8", "M22"}]
+    """Two documents (their first 120 words) x 3 systems, coherence only."""
+    rows = [
+        {**r, "source": " ".join(r["source"].split()[:120])}
+        for r in summeval_rows
+        if r["system_id"] in {"M0", "M8", "M22"}
+    ]
     path = tmp_path / "labels.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path

@@ -30,8 +30,9 @@ from tests.servers import MODEL_ALIAS
 
 
 def _tiny_params(tmp_path: Path, systems: tuple[str, ...] = ("M0", "M8")) -> Params:
-    """Three SummEval documents x a summary per system, coherence only, two layers."""
-    rows = summeval_rows(48, set(systems))
+    """Three SummEval documents (their first 120 words) x a summary per system, coherence only,
+    two layers."""
+    rows = summeval_rows(48, set(systems), source_words=120)
     write_jsonl(tmp_path / "labels.jsonl", rows)
     shipped = CriteriaTree.from_yaml(REPO / "data/summeval/aspects.yaml")
     CriteriaTree([shipped.get("coherence")]).to_yaml(tmp_path / "aspects.yaml")

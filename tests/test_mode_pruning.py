@@ -17,6 +17,7 @@ from hdeval.llm.judge import CachedJudge
 from hdeval.params import HierarchyParams, TaskSpec
 from hdeval.training.hierarchy import next_layer, proxy_report, run_layer, train_hierarchy
 from hdeval.tree.criteria import CriteriaTree, Criterion
+from tests.dvc_project import summeval_rows
 
 REPO = Path(__file__).resolve().parents[1]
 TREE = CriteriaTree([Criterion("coherence", "coherence", "the summary is well organized")])
@@ -82,7 +83,7 @@ def test_without_min_mode_gain_every_mode_is_scored_as_in_the_paper() -> None:
 def test_a_stopped_tree_costs_no_decomposition_on_the_real_judge(embedded_backend, tmp_path):
     """With a gain no mode can reach, layer 1 is scored and layers 2-3 neither decompose nor
     score anything new; their features are layer 1's."""
-    rows = [json.loads(line) for line in (REPO / "data/summeval/summeval.jsonl").open()][:48]
+    rows = summeval_rows(48, source_words=120)
     rows = [r for r in rows if r["system_id"] in {"M0", "M8"}]  # 3 docs x 2
     labels = tmp_path / "labels.jsonl"
     labels.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -113,7 +114,7 @@ def test_pruning_the_likelihood_mode_keeps_the_texts_own_likelihood(embedded_bac
     """A later layer that scores only prompts keeps ``lik:_text``, the reference the mode gains
     are measured against, from layer 1's cache entries: pruning drops the criterion-conditioned
     likelihoods, not the text's own."""
-    rows = [json.loads(line) for line in (REPO / "data/summeval/summeval.jsonl").open()][:48]
+    rows = summeval_rows(48, source_words=120)
     rows = [r for r in rows if r["system_id"] in {"M0", "M1"}]  # 3 docs x 2
     labels = tmp_path / "labels.jsonl"
     labels.write_text("".join(json.dumps(r) + "\n" for r in rows))

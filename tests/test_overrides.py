@@ -14,6 +14,7 @@ from hdeval.params import CriterionOverride, HierarchyParams, TaskSpec, load_par
 from hdeval.training.hierarchy import run_layer
 from hdeval.tree.criteria import CriteriaTree, Criterion, apply_overrides
 from tests.conftest import REPO
+from tests.dvc_project import summeval_rows
 
 TREE = CriteriaTree(
     [
@@ -71,7 +72,7 @@ def test_params_validate_overrides(tmp_path) -> None:
 def test_layers_apply_overrides_on_the_real_judge(embedded_backend, tmp_path) -> None:
     """Layer 2 on the embedded judge: a renamed child is scored under its new name, a deleted
     one has no feature column, a pinned one is never picked for decomposition."""
-    rows = [json.loads(line) for line in (REPO / "data/summeval/summeval.jsonl").open()][:48]
+    rows = summeval_rows(48, source_words=120)
     rows = [r for r in rows if r["system_id"] in {"M0", "M8"}]  # 3 documents x 2 summaries
     labels = tmp_path / "labels.jsonl"
     labels.write_text("".join(json.dumps(r) + "\n" for r in rows))

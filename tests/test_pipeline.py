@@ -14,6 +14,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from tests.dvc_project import summeval_rows
+
 pytestmark = pytest.mark.model
 REPO = Path(__file__).resolve().parents[1]
 
@@ -26,14 +28,13 @@ def _run(args: list[str], cwd: Path, env: dict) -> str:
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory, embedded_dir):
-    """A copy of the pipeline with 4 documents x 4 summaries and one aspect, 3 layers."""
+    """A copy of the pipeline with 4 documents x 4 summaries (each article's first 120 words)
+    and one aspect, 3 layers."""
     root = tmp_path_factory.mktemp("project")
     for name in ("dvc.yaml", ".dvcignore", "pipelines", "hdeval"):
         source = REPO / name
         (shutil.copytree if source.is_dir() else shutil.copy)(source, root / name)
-    with open(REPO / "data" / "summeval" / "summeval.jsonl", encoding="utf-8") as handle:
-        rows = [json.loads(next(handle)) for _ in range(64)]
-    rows = [r for r in rows if r["system_id"] in {"M0", "M1", "M8", "M22"}]
+    rows = summeval_rows(64, {"M0", "M1", "M8", "M22"}, source_words=120)
     (root / "labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     tree = yaml.safe_load((REPO / "data" / "summeval" / "aspects.yaml").read_text())
     tree["criteria"] = [c for c in tree["criteria"] if c["id"] == "coherence"]
