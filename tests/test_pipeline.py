@@ -52,7 +52,8 @@ def project(tmp_path_factory, embedded_dir):
         children=2, top_k=2, cv_folds=2, importance_repeats=2, min_mode_gain=None
     )  # every layer grows (test_pipeline_server.py covers a stopped tree)
     params["aggregator"].update(n_trials=2, cv_folds=2)
-    params["hierarchy"]["modes"] = ["prompt", "likelihood"]
+    # likelihood, as the default: prompt mode's pipeline is test_pipeline_server.py's
+    params["hierarchy"]["modes"] = ["likelihood"]
     # the sentences family needs no LLM call of its own (coverage: test_family_judge.py)
     params["hierarchy"].update(families=["sentences"], min_family_gain=None)
     params["evaluate"]["bootstrap"] = 10
@@ -82,10 +83,8 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     assert (root / "models/evaluator/aggregator.onnx").is_file()
     metrics = json.loads((root / "metrics.json").read_text())
     held_out = metrics["held_out"]
-    assert set(held_out) >= {"hdeval", "without_layer_3", "averaged_scores", "prompt_only"}
-    assert {"likelihood_only", "unconditioned_likelihood_only", "without_sentences"} <= set(
-        held_out
-    )
+    assert set(held_out) >= {"hdeval", "without_layer_3", "without_layers_2_3"}
+    assert {"unconditioned_likelihood_only", "without_sentences"} <= set(held_out)
     assert metrics["selection"]["families"] == ["sentences"]
     assert "first_half" in metrics["dhp"]["hdeval"]["lower"]
     headline = json.loads((root / "headline.json").read_text())
@@ -104,10 +103,10 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
         metrics["baselines"]
     )
     results = (root / "results.md").read_text()
-    assert "HD-Eval, likelihood features only" in results
+    assert "HD-Eval without layer 3" in results
     selection = metrics["selection"]
     kinds = params["aggregator"]["kinds"]  # every kind x feature set, on training documents
-    assert len(selection["cv_table"]) == len(kinds) * 18
+    assert len(selection["cv_table"]) == len(kinds) * 6  # likelihood x 3 depths x text or not
     # the simplest candidate within prefer_simpler_within of the CV-best that does not rise
     # when worse ships; tuning only helps
     within = params["aggregator"]["prefer_simpler_within"]
