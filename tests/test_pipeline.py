@@ -341,7 +341,8 @@ def test_hdeval_train_runs_dvc_yamls_stages_without_dvc(project, tmp_path):
     ours = json.loads((copy / "work/evaluate/metrics.json").read_text())["held_out"]["hdeval"]
     theirs = json.loads((root / "metrics.json").read_text())["held_out"]["hdeval"]
     for key in ("pearson", "spearman", "kendall"):
-        assert ours["average"]["dataset"][key] == pytest.approx(theirs["average"]["dataset"][key])
+        mine, shipped = ours["average"]["dataset"][key], theirs["average"]["dataset"][key]
+        assert mine == pytest.approx(shipped, nan_ok=True)
 
 
 def _repro_acceptance(root: Path, env: dict, params: dict, gates: dict):
