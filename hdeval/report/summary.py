@@ -89,10 +89,11 @@ def headline(metrics: Mapping) -> dict:
     def rounded(value: float | None) -> float | None:
         return None if value is None or value != value else round(float(value), 4)
 
+    low, high = dataset.get("pearson_ci") or (None, None)  # none where r is undefined
     out: dict = {
         "r": rounded(dataset["pearson"]),
-        "r_low": rounded(dataset["pearson_ci"][0]),
-        "r_high": rounded(dataset["pearson_ci"][1]),
+        "r_low": rounded(low),
+        "r_high": rounded(high),
         "summary_r": rounded(summary["pearson"]),
     }
     if paired:
