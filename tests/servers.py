@@ -95,6 +95,13 @@ def run_llama_server(
         yield base_url
 
 
+def vllm_dtype() -> str:
+    """bf16 where the CPU has bf16 instructions (AVX512-BF16 or AMX); fp32 elsewhere, where
+    vLLM's CPU build emulates bf16 many times slower (an AVX2-only CPU)."""
+    flags = set(Path("/proc/cpuinfo").read_text().split())
+    return "bfloat16" if flags & {"avx512_bf16", "amx_bf16"} else "float32"
+
+
 def vllm_command(weights: Path, port: int, max_model_len: int = 2048) -> list[str]:
     """vLLM's OpenAI-compatible server on the CPU, serving ``weights`` (a Hugging Face
     directory) as :data:`MODEL_ALIAS`. Its KV cache is a fixed 1 GiB (about 87,000 tokens of
@@ -111,7 +118,7 @@ def vllm_command(weights: Path, port: int, max_model_len: int = 2048) -> list[st
         str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server",
         "--model", str(weights),
         "--served-model-name", MODEL_ALIAS,
-        "--dtype", "bfloat16",
+        "--dtype", vllm_dtype(),
         "--max-model-len", str(max_model_len),
         "--kv-cache-memory-bytes", "1G",
         "--no-enable-prefix-caching",

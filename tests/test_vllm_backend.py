@@ -71,7 +71,8 @@ def test_vllm_is_named_by_what_it_reports_and_its_echo_is_accepted(
 def test_vllm_scores_and_likelihoods_agree_with_the_embedded_judge(
     vllm_server, embedded_dir, summeval_rows
 ):
-    """The same weights, bf16 on the server and fp32 here: digit scores within 0.1 of each
+    """The same weights, bf16 or fp32 on the server (as the CPU suits, ``vllm_dtype``) and fp32
+    here: digit scores within 0.1 of each
     other, every text's tokens the same and their mean log-probability within 0.03 nats, with
     and without the source."""
     from hdeval.llm.local import TransformersBackend
@@ -133,7 +134,7 @@ CONCURRENCY_LIKELIHOOD_TOLERANCE = 0.05
 def test_concurrency_4_gives_the_scores_of_concurrency_1(vllm_server, tmp_path):
     """The same texts, scored one at a time and four at a time (vLLM batches the concurrent
     requests together): the same prompt scores and likelihood statistics, within the
-    tolerance measured on this build (bf16 sums in another order in another batch)."""
+    tolerance measured on this build in bf16 (sums in another order in another batch)."""
     rows = _sfres_rows(2)  # two meaning representations, two texts each: short prompts
     samples = pd.DataFrame(
         {k: [r[k] for r in rows] for k in ("doc_id", "source", "output")},
