@@ -23,16 +23,22 @@ def run(args: list[str], cwd: Path, env: dict, ok: bool = True) -> str:
     return result.stdout + result.stderr
 
 
+def first_source_words(row: dict, words: int) -> dict:
+    """``row`` with its source cut to the first ``words`` words (an article is most of a
+    prompt's tokens: a test that needs no whole article runs several times faster on a slow
+    CPU)."""
+    return {**row, "source": " ".join(row["source"].split()[:words])}
+
+
 def summeval_rows(
     n: int = 64, systems: set[str] | None = None, source_words: int | None = None
 ) -> list[dict]:
     """The first ``n`` SummEval label rows, optionally of some systems only, and with each
-    source cut to its first ``source_words`` words (an article is most of a prompt's tokens:
-    a test that needs no whole article runs several times faster on a slow CPU)."""
+    source cut to its first ``source_words`` words (:func:`first_source_words`)."""
     with open(REPO / "data" / "summeval" / "summeval.jsonl", encoding="utf-8") as handle:
         rows = [json.loads(next(handle)) for _ in range(n)]
     if source_words is not None:
-        rows = [{**r, "source": " ".join(r["source"].split()[:source_words])} for r in rows]
+        rows = [first_source_words(r, source_words) for r in rows]
     return [r for r in rows if systems is None or r["system_id"] in systems]
 
 

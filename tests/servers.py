@@ -98,8 +98,9 @@ def run_llama_server(
 def vllm_dtype() -> str:
     """bf16 where the CPU has bf16 instructions (AVX512-BF16 or AMX); fp32 elsewhere, where
     vLLM's CPU build emulates bf16 many times slower (an AVX2-only CPU)."""
-    flags = set(Path("/proc/cpuinfo").read_text().split())
-    return "bfloat16" if flags & {"avx512_bf16", "amx_bf16"} else "float32"
+    from hdeval.llm.precision import cpu_flags
+
+    return "bfloat16" if {"avx512_bf16", "amx_bf16"} & set(cpu_flags()) else "float32"
 
 
 def vllm_command(weights: Path, port: int, max_model_len: int = 2048) -> list[str]:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.dvc_project import first_source_words
+
 pytestmark = pytest.mark.model
 HDEVAL = str(Path(sys.executable).parent / "hdeval")
 
@@ -25,9 +27,7 @@ def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
 def labels(tmp_path, summeval_rows, embedded_dir) -> Path:
     """Two documents (their first 120 words) x 3 systems, coherence only."""
     rows = [
-        {**r, "source": " ".join(r["source"].split()[:120])}
-        for r in summeval_rows
-        if r["system_id"] in {"M0", "M8", "M22"}
+        first_source_words(r, 120) for r in summeval_rows if r["system_id"] in {"M0", "M8", "M22"}
     ]
     path = tmp_path / "labels.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -12,6 +12,7 @@ from hdeval.scoring.prompts import (
     source_segment,
 )
 from hdeval.tree.criteria import CriteriaTree, Criterion
+from tests.dvc_project import first_source_words
 
 pytestmark = pytest.mark.model
 
@@ -68,9 +69,8 @@ def auto_precision_backend(embedded_dir):
     this CPU would never pick runs here many times slower than the one it picks, and is tested
     where it is picked.)"""
     from hdeval.llm.local import TransformersBackend
-    from hdeval.llm.precision import resolve_quantize
 
-    return TransformersBackend(embedded_dir, quantize=resolve_quantize("auto", "auto", "cpu"))
+    return TransformersBackend(embedded_dir, quantize="auto")
 
 
 def test_an_items_answer_does_not_depend_on_what_else_is_asked(
@@ -147,7 +147,7 @@ def test_prefix_cache_in_bf16_stays_within_rounding_noise(embedded_dir, summeval
     times slower than fp32."""
     from hdeval.llm.local import TransformersBackend
 
-    rows = [{**r, "source": " ".join(r["source"].split()[:80])} for r in summeval_rows[:2]]
+    rows = [first_source_words(r, 80) for r in summeval_rows[:2]]
     diffs = _cached_vs_full(TransformersBackend(embedded_dir, dtype="bfloat16"), rows)
     assert sum(diffs) / len(diffs) <= 0.02
     assert max(diffs) <= 0.05
@@ -267,8 +267,7 @@ def test_int8_judge_loads_scores_close_to_fp32_and_has_its_own_identity(
     assert int8.identity == fp32_backend.identity.replace(":float32", ":float32-int8")
     assert any(isinstance(m, Int8Linear) for m in int8.model.modules())
     assert not any(isinstance(m, torch.nn.Linear) for m in int8.model.modules())
-    row = summeval_rows[0]
-    row = {**row, "source": " ".join(row["source"].split()[:80])}  # int8 is slow without VNNI
+    row = first_source_words(summeval_rows[0], 80)  # int8 is slow without VNNI
     segments = prompt_segments(TASK, row["source"], row["output"])
     ours = int8.digit_scores(segments, _suffixes())
     theirs = fp32_backend.digit_scores(segments, _suffixes())

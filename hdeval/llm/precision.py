@@ -19,6 +19,15 @@ from hdeval.paths import sha256_file, write_text_atomic
 SIDECAR = ".hdeval-fingerprint.json"
 
 
+def cpu_flags() -> list[str]:
+    """This CPU's ``/proc/cpuinfo`` flags (and the file's other words); none where it cannot
+    be read."""
+    try:
+        return Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return []
+
+
 def cpu_supports_bf16() -> bool:
     """True where bf16 matmuls beat the alternatives on this CPU: it has AMX tiles (``amx_bf16``)
     and torch's kernels may use AVX512.
@@ -32,11 +41,7 @@ def cpu_supports_bf16() -> bool:
     Also false where torch's kernels are held below AVX512 (``ATEN_CPU_CAPABILITY=avx2``), so
     that a CPU capped to AVX2 picks what an AVX2-only one does.
     """
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return bf16_is_fast(flags.split(), torch.backends.cpu.get_cpu_capability())
+    return bf16_is_fast(cpu_flags(), torch.backends.cpu.get_cpu_capability())
 
 
 def bf16_is_fast(cpu_flags: Sequence[str], capability: str) -> bool:
@@ -116,8 +121,4 @@ def resolve_quantize(name: str, dtype: str, device: str) -> str:
     if name != "auto":
         return name
     fp32_cpu = dtype == "auto" and device == "cpu" and resolve_dtype("auto") == torch.float32
-    try:
-        flags = Path("/proc/cpuinfo").read_text().split()
-    except OSError:
-        flags = []
-    return "int8" if fp32_cpu and int8_is_fast(flags) else "none"
+    return "int8" if fp32_cpu and int8_is_fast(cpu_flags()) else "none"

@@ -212,10 +212,15 @@ BLOCKS = (
 )
 
 
+def _span(text: str, opening: str, closing: str) -> tuple[int, int]:
+    start = text.index(opening) + len(opening)
+    return start, text.index(closing, start)
+
+
 def block(text: str, opening: str, closing: str) -> str:
     """The generated part of ``text`` between its markers."""
-    start = text.index(opening) + len(opening)
-    return text[start : text.index(closing, start)]
+    start, end = _span(text, opening, closing)
+    return text[start:end]
 
 
 def write_docs(root: Path) -> None:
@@ -224,8 +229,8 @@ def write_docs(root: Path) -> None:
     for name, opening, closing, make in BLOCKS:
         path = root / name
         text = path.read_text()
-        start = text.index(opening) + len(opening)
-        path.write_text(text[:start] + make(root) + text[text.index(closing, start) :])
+        start, end = _span(text, opening, closing)
+        path.write_text(text[:start] + make(root) + text[end:])
 
 
 if __name__ == "__main__":
