@@ -25,4 +25,9 @@ if [ ! -x /usr/bin/chromium ]; then
     $as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
 fi
 .venv/bin/ruff check .
-.venv/bin/python -m pytest -q "$@"
+# The tests without a model run in one process per core; those that drive a model or a server
+# run one at a time (each uses every core; two at once slow each other down many times). Exit
+# status 5 means that part selected no test (a run of a single file, say).
+pytest() { .venv/bin/python -m pytest -q "$@" || [ $? -eq 5 ]; }
+pytest -n "$(nproc)" -m "not model and not server" "$@"
+pytest -m "model or server" "$@"

@@ -68,20 +68,18 @@ def serve(
                 process.wait()
 
 
-@contextlib.contextmanager
-def run_llama_server(
+def llama_command(
     gguf: Path,
+    port: int,
     chat_format: str | None = "chatml",
     n_ctx: int = 2048,
-    startup_timeout: float = 120.0,
     extra_args: tuple[str, ...] = (),
-) -> Iterator[str]:
-    """Start ``python -m llama_cpp.server`` on a free port and yield its ``/v1`` base URL.
+) -> list[str]:
+    """``python -m llama_cpp.server`` on ``port``, serving ``gguf`` as :data:`MODEL_ALIAS`.
 
     ``chat_format=None`` lets the server use the chat template stored in the GGUF.
     """
-    port = free_port()
-    command = [
+    return [
         sys.executable, "-m", "llama_cpp.server",
         "--model", str(gguf),
         "--model_alias", MODEL_ALIAS,
@@ -91,6 +89,19 @@ def run_llama_server(
         *(("--chat_format", chat_format) if chat_format else ()),
         *extra_args,
     ]  # fmt: skip
+
+
+@contextlib.contextmanager
+def run_llama_server(
+    gguf: Path,
+    chat_format: str | None = "chatml",
+    n_ctx: int = 2048,
+    startup_timeout: float = 120.0,
+    extra_args: tuple[str, ...] = (),
+) -> Iterator[str]:
+    """Start a llama.cpp server (:func:`llama_command`) on a free port; yield its ``/v1`` URL."""
+    port = free_port()
+    command = llama_command(gguf, port, chat_format, n_ctx, extra_args)
     with serve("llama.cpp", command, port, startup_timeout) as (base_url, _):
         yield base_url
 

@@ -13,20 +13,27 @@ on these rows, the expected scores by up to 0.13, which would hide the runtime d
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import math
+import os
 import re
+import sqlite3
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from hdeval.errors import UnsupportedError
 from hdeval.llm import LLMBackend
 from hdeval.llm.openai_compat import OpenAICompatibleBackend
 from hdeval.llm.truncation import ContextOverflow
-from tests.servers import MODEL_ALIAS
+from hdeval.tree.criteria import CriteriaTree, Criterion
+from tests.servers import MODEL_ALIAS, free_port, llama_command, serve
 
 pytestmark = pytest.mark.server
 
@@ -226,3 +233,54 @@ def test_with_llm_max_context_a_long_prompt_is_cut_to_fit_and_marked(
     (cut,) = run.truncations
     assert cut.sample_id == "long" and cut.source_tokens_cut > 300 and cut.text_tokens_cut == 0
     assert 400 < used <= 511  # as the server counted the prompt it read
+
+
+def test_a_server_killed_mid_run_keeps_every_finished_score(embedded_gguf, summeval_rows, tmp_path):
+    """``hdeval features`` against a server that is killed once some scores are in the cache:
+    the command exits non-zero naming the unavailable judge, every finished score stays in the
+    cache, and no partial features file is written."""
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(json.dumps(r) + "\n" for r in summeval_rows[:8]))
+    criteria = tmp_path / "criteria.yaml"
+    CriteriaTree([Criterion("coherence", "coherence", CRITERIA["coherence"], None, 1)]).to_yaml(
+        criteria
+    )
+    cache = tmp_path / "cache.sqlite"
+    port = free_port()
+    with serve("llama.cpp", llama_command(embedded_gguf, port, None), port, 120.0) as served:
+        base_url, server = served
+        params = tmp_path / "params.yaml"
+        llm = {"backend": "openai", "base_url": base_url, "model": MODEL_ALIAS,
+               "concurrency": 1, "timeout": 60.0, "max_retries": 1}  # fmt: skip
+        params.write_text(yaml.safe_dump({"llm": llm}))
+        command = [
+            str(Path(sys.executable).parent / "hdeval"), "features", str(labels),
+            "--criteria", str(criteria), "--aspects", "coherence", "--mode", "prompt",
+            "--params", str(params), "--out", str(tmp_path / "features.csv"),
+        ]  # fmt: skip
+        env = {**os.environ, "HDEVAL_CACHE": str(cache)}
+        worker = subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + 600
+        while _results(cache) < 2 and worker.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert worker.poll() is None, worker.stdout.read().decode()[-2000:]
+        server.kill()
+        output = worker.communicate(timeout=600)[0].decode()
+    kept = _results(cache)
+    assert worker.returncode != 0
+    assert "unavailable" in output and "kept in the cache" in output, output[-2000:]
+    assert 2 <= kept < 8  # one coherence score for each of 8 texts
+    assert not (tmp_path / "features.csv").exists()
+
+
+def _results(cache: Path) -> int:
+    """How many judge results ``cache`` holds (0 before its table exists)."""
+    if not cache.exists():
+        return 0
+    with sqlite3.connect(cache, timeout=30) as connection:
+        try:
+            return connection.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+        except sqlite3.OperationalError:
+            return 0
