@@ -28,6 +28,13 @@ TREE = CriteriaTree(
 )
 
 
+@pytest.fixture(scope="module")
+def summeval_rows(summeval_rows: list[dict]) -> list[dict]:
+    """The session's SummEval rows, each article cut to its first 120 words: what these tests
+    check needs a shared source, not a long one (an article is most of a prompt's tokens)."""
+    return [first_source_words(r, 120) for r in summeval_rows]
+
+
 def _suffixes() -> list[str]:
     return [criterion_prompt(TASK, TREE.lineage(c)) for c in TREE]
 
@@ -79,11 +86,9 @@ def test_an_items_answer_does_not_depend_on_what_else_is_asked(
     """The same text's likelihood scored alone, in one batched pass with the other summaries of
     its document, in reverse order, split over passes, and after other instructions (rows of
     other lengths of past); the same criterion's digit score alone or with others: equal to
-    1e-6 nats per token, in the precision ``auto`` picks. The article's first 120 words: the
-    property needs a shared source, not a long one."""
+    1e-6 nats per token, in the precision ``auto`` picks."""
     backend = auto_precision_backend
-    first = first_source_words(summeval_rows[0], 120)
-    source = [source_segment(TASK, first["source"])]
+    source = [source_segment(TASK, summeval_rows[0]["source"])]
     instruction = likelihood_instruction(TASK)
     other = likelihood_instruction(TASK, TREE.lineage(TREE.get("coherence.order")))
     texts = [row["output"].strip() for row in summeval_rows[:4]]
@@ -113,7 +118,7 @@ def test_an_items_answer_does_not_depend_on_what_else_is_asked(
     assert abs(warm_again[0] - alone[0]) <= 1e-6 and warm[0] != alone[0]
     backend.forget()
     assert abs(means([(other, texts[1])])[0] - mixed[0]) <= 1e-6
-    segments = prompt_segments(TASK, first["source"], first["output"])
+    segments = prompt_segments(TASK, summeval_rows[0]["source"], summeval_rows[0]["output"])
     backend.forget()
     all_digits = [d.probs for d in backend.digit_scores(segments, _suffixes())]
     for suffix, probs in zip(_suffixes(), all_digits, strict=True):
@@ -145,11 +150,11 @@ def test_packed_prefix_cache_matches_full_recompute(fp32_backend, summeval_rows)
 def test_prefix_cache_in_bf16_stays_within_rounding_noise(embedded_dir, summeval_rows):
     """bf16 rounds every activation, so a packed pass and a whole-prompt pass differ a little
     (each is also ~0.02 from fp32): on average they must still agree within 0.02. Two texts on
-    their source's first 80 words: a CPU without bf16 kernels emulates every bf16 product, many
+    their source's first 40 words: a CPU without bf16 kernels emulates every bf16 product, many
     times slower than fp32."""
     from hdeval.llm.local import TransformersBackend
 
-    rows = [first_source_words(r, 80) for r in summeval_rows[:2]]
+    rows = [first_source_words(r, 40) for r in summeval_rows[:2]]
     diffs = _cached_vs_full(TransformersBackend(embedded_dir, dtype="bfloat16"), rows)
     assert sum(diffs) / len(diffs) <= 0.02
     assert max(diffs) <= 0.05
@@ -269,7 +274,7 @@ def test_int8_judge_loads_scores_close_to_fp32_and_has_its_own_identity(
     assert int8.identity == fp32_backend.identity.replace(":float32", ":float32-int8")
     assert any(isinstance(m, Int8Linear) for m in int8.model.modules())
     assert not any(isinstance(m, torch.nn.Linear) for m in int8.model.modules())
-    row = first_source_words(summeval_rows[0], 80)  # int8 is slow without VNNI
+    row = first_source_words(summeval_rows[0], 40)  # int8 is slow without VNNI
     segments = prompt_segments(TASK, row["source"], row["output"])
     ours = int8.digit_scores(segments, _suffixes())
     theirs = fp32_backend.digit_scores(segments, _suffixes())

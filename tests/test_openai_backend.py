@@ -237,8 +237,9 @@ def test_with_llm_max_context_a_long_prompt_is_cut_to_fit_and_marked(
 
 def test_a_server_killed_mid_run_keeps_every_finished_score(embedded_gguf, summeval_rows, tmp_path):
     """``hdeval features`` against a server that is killed once some scores are in the cache:
-    the command exits non-zero naming the unavailable judge, every finished score stays in the
-    cache, and no partial features file is written."""
+    two failed requests in a row (``llm.max_consecutive_failures``) stop the run, which exits
+    non-zero naming the unavailable judge; every finished score stays in the cache, and no
+    partial features file is written."""
     labels = tmp_path / "labels.jsonl"
     labels.write_text("".join(json.dumps(r) + "\n" for r in summeval_rows[:8]))
     criteria = tmp_path / "criteria.yaml"
@@ -251,7 +252,8 @@ def test_a_server_killed_mid_run_keeps_every_finished_score(embedded_gguf, summe
         base_url, server = served
         params = tmp_path / "params.yaml"
         llm = {"backend": "openai", "base_url": base_url, "model": MODEL_ALIAS,
-               "concurrency": 1, "timeout": 60.0, "max_retries": 1}  # fmt: skip
+               "concurrency": 1, "timeout": 60.0, "max_retries": 1,
+               "max_consecutive_failures": 2}  # fmt: skip
         params.write_text(yaml.safe_dump({"llm": llm}))
         command = [
             str(Path(sys.executable).parent / "hdeval"), "features", str(labels),

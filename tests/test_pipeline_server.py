@@ -42,7 +42,7 @@ def _short_documents(n: int) -> set[str]:
 
 def test_whole_pipeline_on_a_server_without_likelihoods(tmp_path, llama_server):
     docs = _short_documents(3)
-    rows = [r for r in summeval_rows(1600, {"M0", "M8"}) if r["doc_id"] in docs]
+    rows = [r for r in summeval_rows(1600, {"M0", "M8"}, 120) if r["doc_id"] in docs]
     root = tmp_path / "project"
     root.mkdir()
     env, _ = make_project(

@@ -25,6 +25,7 @@ from hdeval.params import (
 from hdeval.training.fit import select_and_fit
 from hdeval.training.hierarchy import train_hierarchy
 from hdeval.tree.criteria import CriteriaTree, Criterion
+from tests.dvc_project import summeval_rows
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -33,11 +34,10 @@ ASPECTS = ["coherence", "fluency"]
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    """4 documents x 5 systems of SummEval and a 2-aspect layer-1 tree."""
+    """4 documents (each article's first 120 words) x 5 systems of SummEval and a 2-aspect
+    layer-1 tree."""
     root = tmp_path_factory.mktemp("tiny")
-    with open(REPO / "data" / "summeval" / "summeval.jsonl", encoding="utf-8") as handle:
-        head = [json.loads(next(handle)) for _ in range(64)]
-    rows = [r for r in head if r["system_id"] in {"M0", "M1", "M2", "M5", "M8"}]
+    rows = summeval_rows(64, {"M0", "M1", "M2", "M5", "M8"}, source_words=120)
     labels = root / "labels.jsonl"
     labels.write_text("".join(json.dumps(r) + "\n" for r in rows))
     tree = CriteriaTree(

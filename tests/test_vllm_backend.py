@@ -26,6 +26,7 @@ from hdeval.scoring.prompts import (
     source_segment,
 )
 from hdeval.tree.criteria import CriteriaTree, Criterion
+from tests.dvc_project import first_source_words
 from tests.servers import MODEL_ALIAS
 from tests.test_vllm_pipeline import _sfres_rows
 
@@ -69,12 +70,13 @@ def test_vllm_scores_and_likelihoods_agree_with_the_embedded_judge(
     """The same weights, bf16 or fp32 on the server (as the CPU suits, ``vllm_dtype``) and fp32
     here: digit scores within 0.1 of each
     other, every text's tokens the same and their mean log-probability within 0.03 nats, with
-    and without the source."""
+    and without the source (each article's first 120 words)."""
     from hdeval.llm.local import TransformersBackend
 
     server = _server_backend(vllm_server)
     local = TransformersBackend(embedded_dir, dtype="float32", quantize="none")
-    row = summeval_rows[0]
+    rows = [first_source_words(r, 120) for r in summeval_rows[:2]]
+    row = rows[0]
     segments = prompt_segments(TASK, row["source"], row["output"])
     suffixes = [criterion_prompt(TASK, TREE.lineage(c)) for c in TREE]
     for ours, theirs in zip(
@@ -82,7 +84,7 @@ def test_vllm_scores_and_likelihoods_agree_with_the_embedded_judge(
     ):
         assert ours.ok, ours.failure
         assert abs(ours.expected - theirs.expected) <= 0.1
-    for row in summeval_rows[:2]:
+    for row in rows:
         text = row["output"].strip()
         given = [source_segment(TASK, row["source"])]
         items = [(likelihood_instruction(TASK, TREE.lineage(c)), text) for c in TREE]

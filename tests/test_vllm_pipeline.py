@@ -1,6 +1,7 @@
 """`dvc repro` of the whole pipeline with a real vLLM server as the judge, on the SFRES
-data-to-text preset (short texts: the CPU build scores slowly), both scoring modes and every
-likelihood signal; then ``hdeval score`` with the bundle against the same server, in a new
+data-to-text preset (short texts: the CPU build scores slowly), the likelihood mode with every
+likelihood signal (a server's digit scores: test_vllm_backend.py and, for a whole pipeline,
+test_pipeline_server.py); then ``hdeval score`` with the bundle against the same server, in a new
 process with an empty cache, gives the ``evaluate`` stage's scores."""
 
 from __future__ import annotations
@@ -36,12 +37,12 @@ def test_whole_pipeline_on_vllm_with_likelihoods(tmp_path, vllm_server, embedded
               "quantize": "auto", "concurrency": 1, "timeout": 300.0, "max_retries": 1}  # fmt: skip
     env, _ = make_project(
         root,
-        _sfres_rows(8),
+        _sfres_rows(6),
         {
             "data": {"test_fraction": 0.25},
             "llm": server,
             "hierarchy": {
-                "modes": ["prompt", "likelihood"],
+                "modes": ["likelihood"],
                 "cv_folds": 2,
                 "importance_repeats": 1,
                 "min_mode_gain": 1.0,  # layer 1 only: a CPU server writes criteria slowly
@@ -59,15 +60,14 @@ def test_whole_pipeline_on_vllm_with_likelihoods(tmp_path, vllm_server, embedded
 
     metrics = json.loads((root / "metrics.json").read_text())
     assert metrics["left_out"] == {}  # vLLM gives likelihoods: nothing was left out
-    assert {"hdeval", "likelihood_only", "text_signals_only"} <= set(metrics["held_out"])
+    variants = set(metrics["held_out"])
+    assert {"hdeval", "unconditioned_likelihood_only", "text_signals_only"} <= variants
     assert {"likelihood", "likelihood:source_free", "likelihood:pmi"} <= set(metrics["baselines"])
     assert {"hdeval", "likelihood"} == set(metrics["dhp"])
     features = pd.read_csv(root / "work/layers/1/features.csv", index_col=0)
     signals = ["lik:naturalness", "lik.p10:naturalness", "lik:_text", "lik:_free", "pmi:_text"]
     families = ["slots.realised:_text", "spmi.min:_text", "len.sents:_text"]
-    assert (
-        features[[*signals, *families, "prompt:naturalness", "len.words:_text"]].notna().all().all()
-    )
+    assert features[[*signals, *families, "len.words:_text"]].notna().all().all()
     card = json.loads((root / "models/evaluator/card.json").read_text())
     reported = {"max_model_len": 2048, "root": str(embedded_dir)}
     assert card["llm_identity"] == f"openai-compatible:{vllm_server}:{MODEL_ALIAS}" + json.dumps(
