@@ -18,7 +18,6 @@ import logging
 import math
 import os
 import re
-import sqlite3
 import subprocess
 import sys
 import time
@@ -34,6 +33,7 @@ from hdeval.llm.openai_compat import OpenAICompatibleBackend
 from hdeval.llm.truncation import ContextOverflow
 from hdeval.tree.criteria import CriteriaTree, Criterion
 from tests.servers import MODEL_ALIAS, free_port, llama_command, serve
+from tests.test_scoring import _stored
 
 pytestmark = pytest.mark.server
 
@@ -265,24 +265,13 @@ def test_a_server_killed_mid_run_keeps_every_finished_score(embedded_gguf, summe
             command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
         )
         deadline = time.monotonic() + 600
-        while _results(cache) < 2 and worker.poll() is None and time.monotonic() < deadline:
+        while _stored(cache) < 2 and worker.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
         assert worker.poll() is None, worker.stdout.read().decode()[-2000:]
         server.kill()
         output = worker.communicate(timeout=600)[0].decode()
-    kept = _results(cache)
+    kept = _stored(cache)
     assert worker.returncode != 0
     assert "unavailable" in output and "kept in the cache" in output, output[-2000:]
     assert 2 <= kept < 8  # one coherence score for each of 8 texts
     assert not (tmp_path / "features.csv").exists()
-
-
-def _results(cache: Path) -> int:
-    """How many judge results ``cache`` holds (0 before its table exists)."""
-    if not cache.exists():
-        return 0
-    with sqlite3.connect(cache, timeout=30) as connection:
-        try:
-            return connection.execute("SELECT COUNT(*) FROM results").fetchone()[0]
-        except sqlite3.OperationalError:
-            return 0
