@@ -80,7 +80,7 @@ def main() -> None:
         if base_url is None:
             from tests.servers import MODEL_ALIAS, run_vllm_server
 
-            base_url, _ = stack.enter_context(run_vllm_server(pull()))
+            base_url, _ = stack.enter_context(run_vllm_server(pull(), eager=False))
             args.model = MODEL_ALIAS
         for concurrency in (1, 4, 16):
             backend = OpenAICompatibleBackend(

@@ -114,13 +114,17 @@ def vllm_dtype() -> str:
     return "bfloat16" if {"avx512_bf16", "amx_bf16"} & set(cpu_flags()) else "float32"
 
 
-def vllm_command(weights: Path, port: int, max_model_len: int = 2048) -> list[str]:
+def vllm_command(
+    weights: Path, port: int, max_model_len: int = 2048, eager: bool = True
+) -> list[str]:
     """vLLM's OpenAI-compatible server on the CPU, serving ``weights`` (a Hugging Face
     directory) as :data:`MODEL_ALIAS`. Its KV cache is a fixed 1 GiB (about 87,000 tokens of
     this model): on a CPU vLLM otherwise reserves a share of all RAM
     (``--gpu-memory-utilization``), and two servers beside the test process can then exhaust
     the machine. Prefix caching is off: vLLM's prompt log-probabilities can depend on request
-    order with it on."""
+    order with it on. ``eager`` (the tests' choice) skips compiling the model: on a 2-core
+    AVX2-only CPU compiling took about 2 of the server's 3.4 minutes to start and made the
+    tests' few requests only 5-10 % faster (a throughput benchmark compiles)."""
     if not VLLM_PYTHON.is_file():
         raise RuntimeError(
             f"vLLM is not installed in {VLLM_PYTHON.parent.parent}: run scripts/test.sh, which "
@@ -134,6 +138,7 @@ def vllm_command(weights: Path, port: int, max_model_len: int = 2048) -> list[st
         "--max-model-len", str(max_model_len),
         "--kv-cache-memory-bytes", "1G",
         "--no-enable-prefix-caching",
+        *(["--enforce-eager"] if eager else []),
         "--host", "127.0.0.1",
         "--port", str(port),
     ]  # fmt: skip
@@ -141,10 +146,11 @@ def vllm_command(weights: Path, port: int, max_model_len: int = 2048) -> list[st
 
 @contextlib.contextmanager
 def run_vllm_server(
-    weights: Path, max_model_len: int = 2048, startup_timeout: float = 600.0
+    weights: Path, max_model_len: int = 2048, startup_timeout: float = 600.0, eager: bool = True
 ) -> Iterator[tuple[str, subprocess.Popen]]:
-    """Start vLLM on a free port; yield its ``/v1`` base URL and process."""
+    """Start vLLM (:func:`vllm_command`) on a free port; yield its ``/v1`` base URL and
+    process."""
     port = free_port()
-    command = vllm_command(weights, port, max_model_len)
+    command = vllm_command(weights, port, max_model_len, eager)
     with serve("vLLM", command, port, startup_timeout) as served:
         yield served

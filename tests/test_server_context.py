@@ -2,7 +2,7 @@
 the server still refuses as too long counted as that item's problem, not the server's. Against
 the scripted fault server of ``test_openai_faults`` on 127.0.0.1, which lends no tokenizer (so
 texts are counted in UTF-8 bytes) and refuses a message longer than its context; the real vLLM
-and llama.cpp servers are in ``test_vllm_backend`` and ``test_openai_backend``."""
+and llama.cpp servers are in ``test_vllm`` and ``test_openai_backend``."""
 
 from __future__ import annotations
 
