@@ -12,7 +12,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 #: The test files that take longest (measured on one core of a 2-core AVX2-only CPU: the
-#: pipeline's about 22 min, the local backend's 18, the vLLM server's 13): run first, so that
+#: pipeline's about 22 min, the vLLM server's 13, the local backend's 18): run first, so that
 #: two workers running the model tests file by file (``--dist loadfile``) finish together.
 SLOWEST_FILES = ("tests/test_pipeline.py", "tests/test_vllm.py", "tests/test_local_backend.py")
 
