@@ -8,29 +8,18 @@ no file the run writes: dvc.lock, metrics.json, results.md, the bundle, the cach
 from __future__ import annotations
 
 import json
-import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.dvc_project import DVC, make_project, run, summeval_rows
-from tests.servers import MODEL_ALIAS, run_llama_server
+from tests.servers import MODEL_ALIAS
 
 pytestmark = pytest.mark.server
 
 KEY_ENV = "HDEVAL_PIPELINE_TEST_KEY"
 SECRET = "sk-pipeline-0123456789SECRET"
-
-
-@pytest.fixture(scope="module")
-def llama_server(embedded_gguf) -> Iterator[str]:
-    threads = str(len(os.sched_getaffinity(0)))
-    with run_llama_server(
-        embedded_gguf, chat_format=None, extra_args=("--n_threads", threads)
-    ) as base_url:
-        yield base_url
 
 
 def _short_documents(n: int) -> set[str]:

@@ -51,6 +51,17 @@ def _server_backend(base_url: str, **options) -> OpenAICompatibleBackend:
     return OpenAICompatibleBackend(base_url, MODEL_ALIAS, **settings)
 
 
+def _sfres_rows(n_docs: int) -> list[dict]:
+    """The rows of the first ``n_docs`` SFRES meaning representations that have two outputs."""
+    with open(REPO / "data" / "data_to_text" / "sfres.jsonl", encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle]
+    by_doc: dict[str, list[dict]] = {}
+    for row in rows:
+        by_doc.setdefault(row["doc_id"], []).append(row)
+    pairs = [group for group in by_doc.values() if len(group) == 2][:n_docs]
+    return [row for group in pairs for row in group]
+
+
 def test_vllm_is_named_by_what_it_reports_and_its_echo_is_accepted(
     vllm_server, embedded_dir, caplog
 ):
@@ -156,17 +167,6 @@ def test_concurrency_4_gives_the_scores_of_concurrency_1(vllm_server, tmp_path):
     prompt = [c for c in gap.index if c.startswith("prompt:")]
     assert gap[prompt].max() <= CONCURRENCY_SCORE_TOLERANCE, gap.to_dict()
     assert gap.drop(prompt).max() <= CONCURRENCY_LIKELIHOOD_TOLERANCE, gap.to_dict()
-
-
-def _sfres_rows(n_docs: int) -> list[dict]:
-    """The rows of the first ``n_docs`` SFRES meaning representations that have two outputs."""
-    with open(REPO / "data" / "data_to_text" / "sfres.jsonl", encoding="utf-8") as handle:
-        rows = [json.loads(line) for line in handle]
-    by_doc: dict[str, list[dict]] = {}
-    for row in rows:
-        by_doc.setdefault(row["doc_id"], []).append(row)
-    pairs = [group for group in by_doc.values() if len(group) == 2][:n_docs]
-    return [row for group in pairs for row in group]
 
 
 def test_whole_pipeline_on_vllm_with_likelihoods(tmp_path, vllm_server, embedded_dir):
