@@ -62,6 +62,33 @@ def embedded_backend(embedded_dir: Path):
     return TransformersBackend(embedded_dir)
 
 
+def _unless_loaded(shared, backend):
+    """``shared`` where ``backend`` names the same weights in the same precision (its identity),
+    else ``backend``: each copy of the judge's weights holds about 2.4 GB in fp32, and a worker
+    that kept one per fixture, beside a model server and a second worker's DVC stage, can
+    exhaust a 24 GiB machine."""
+    return shared if backend.identity == shared.identity else backend
+
+
+@pytest.fixture(scope="session")
+def fp32_backend(embedded_dir: Path, embedded_backend):
+    """The judge in fp32 with no quantisation: the session's judge on a CPU that picks fp32."""
+    from hdeval.llm.local import TransformersBackend
+
+    return _unless_loaded(embedded_backend, TransformersBackend(embedded_dir, dtype="float32"))
+
+
+@pytest.fixture(scope="session")
+def auto_precision_backend(embedded_dir: Path, embedded_backend):
+    """The judge in the precision ``dtype: auto`` / ``quantize: auto`` picks on this CPU: bf16
+    with AMX tiles, fp32 with int8 Linear layers with VNNI, plain fp32 otherwise. (A precision
+    this CPU would never pick runs here many times slower than the one it picks, and is tested
+    where it is picked.)"""
+    from hdeval.llm.local import TransformersBackend
+
+    return _unless_loaded(embedded_backend, TransformersBackend(embedded_dir, quantize="auto"))
+
+
 @pytest.fixture(scope="session")
 def summeval_rows() -> list[dict]:
     """The first 32 SummEval rows (two documents x 16 systems), as shipped under data/."""
@@ -79,13 +106,4 @@ def llama_server(embedded_gguf: Path) -> Iterator[str]:
     with run_llama_server(
         embedded_gguf, chat_format=None, extra_args=("--n_threads", threads)
     ) as base_url:
-        yield base_url
-
-
-@pytest.fixture(scope="session")
-def vllm_server(embedded_dir: Path) -> Iterator[str]:
-    """Base URL of a vLLM server (CPU build) on the embedded judge's converted weights."""
-    from tests.servers import run_vllm_server
-
-    with run_vllm_server(embedded_dir) as (base_url, _):
         yield base_url

@@ -51,13 +51,6 @@ def test_digit_scores_are_distributions(embedded_backend, summeval_rows):
         assert score.mass > 0.5
 
 
-@pytest.fixture(scope="module")
-def fp32_backend(embedded_dir):
-    from hdeval.llm.local import TransformersBackend
-
-    return TransformersBackend(embedded_dir, dtype="float32")
-
-
 def _cached_vs_full(backend, rows) -> list[float]:
     """|expected score| differences, document KV reused across the rows vs a cold run each."""
     diffs = []
@@ -67,17 +60,6 @@ def _cached_vs_full(backend, rows) -> list[float]:
         full = backend.digit_scores_full(segments, _suffixes())
         diffs += [abs(a.expected - b.expected) for a, b in zip(cached, full, strict=True)]
     return diffs
-
-
-@pytest.fixture(scope="module")
-def auto_precision_backend(embedded_dir):
-    """The judge in the precision ``dtype: auto`` / ``quantize: auto`` picks on this CPU: bf16
-    with AMX tiles, fp32 with int8 Linear layers with VNNI, plain fp32 otherwise. (A precision
-    this CPU would never pick runs here many times slower than the one it picks, and is tested
-    where it is picked.)"""
-    from hdeval.llm.local import TransformersBackend
-
-    return TransformersBackend(embedded_dir, quantize="auto")
 
 
 def test_an_items_answer_does_not_depend_on_what_else_is_asked(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -51,6 +52,16 @@ def _server_backend(base_url: str, **options) -> OpenAICompatibleBackend:
     return OpenAICompatibleBackend(base_url, MODEL_ALIAS, **settings)
 
 
+@pytest.fixture(scope="module")
+def vllm_server(embedded_dir: Path) -> Iterator[str]:
+    """Base URL of a vLLM server (CPU build) on the embedded judge's converted weights, for this
+    file's tests only: the server's memory is free again for the files a worker runs next."""
+    from tests.servers import run_vllm_server
+
+    with run_vllm_server(embedded_dir) as (base_url, _):
+        yield base_url
+
+
 def _sfres_rows(n_docs: int) -> list[dict]:
     """The rows of the first ``n_docs`` SFRES meaning representations that have two outputs."""
     with open(REPO / "data" / "data_to_text" / "sfres.jsonl", encoding="utf-8") as handle:
@@ -81,16 +92,14 @@ def test_vllm_is_named_by_what_it_reports_and_its_echo_is_accepted(
 
 
 def test_vllm_scores_and_likelihoods_agree_with_the_embedded_judge(
-    vllm_server, embedded_dir, summeval_rows
+    vllm_server, fp32_backend, summeval_rows
 ):
     """The same weights, bf16 or fp32 on the server (as the CPU suits, ``vllm_dtype``) and fp32
     here: digit scores within 0.1 of each
     other, every text's tokens the same and their mean log-probability within 0.03 nats, with
     and without the source (each article's first 120 words)."""
-    from hdeval.llm.local import TransformersBackend
-
     server = _server_backend(vllm_server)
-    local = TransformersBackend(embedded_dir, dtype="float32", quantize="none")
+    local = fp32_backend
     rows = [first_source_words(r, 120) for r in summeval_rows[:2]]
     row = rows[0]
     segments = prompt_segments(TASK, row["source"], row["output"])
