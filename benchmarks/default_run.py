@@ -10,13 +10,19 @@ text (layers: training texts; evaluate and baselines: held-out texts; dhp: the p
 original texts it scored), and the estimate's calls, tokens and minutes beside them (its
 expected case; the most it allows where that differs), with estimate / measured for the LLM
 stages together. The CPU line (``lscpu`` model, bf16/AVX flags) and the judge's precision come
-first. Figures only; nothing is asserted.
+first. The estimate is printed, and kept in the run's directory as ``estimate.json``, before the
+run starts, so a run stopped part-way still has it. Figures only; nothing is asserted.
 
 ``--isa avx2`` holds torch's kernels (ATen, oneDNN, MKL, fbgemm) to AVX2, so that a CPU with
 AVX512 or AMX runs the code paths of an AVX2-only one (``dtype: auto`` then picks fp32 with int8
 Linear layers). It is not that CPU: clock, caches and memory stay this machine's.
 
+``--resume DIR`` continues a run kept with ``--keep DIR`` that stopped part-way (on a slow CPU
+the default run outlasts a sitting): ``dvc repro`` goes on from the finished stages and the
+cached answers, and the stages finished before are shown with the seconds their records give.
+
     python benchmarks/default_run.py [--params params.yaml] [--keep DIR] [--isa avx2]
+    python benchmarks/default_run.py --resume DIR
 """
 
 from __future__ import annotations
@@ -130,18 +136,33 @@ def texts_per_stage(params_path: Path, metrics: dict) -> dict[str, int]:
     return counts
 
 
+def start_run(root: Path, params: Path, env: dict) -> dict:
+    """Copy the project into ``root`` (new), estimate it there, keep the estimate and print it."""
+    root.mkdir(parents=True, exist_ok=True)
+    for name in ("dvc.yaml", ".dvcignore", "pipelines", "hdeval", "data"):
+        source = REPO / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, root / name)
+    shutil.copy(params, root / "params.yaml")
+    subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=root, env=env, check=True)
+    start = time.perf_counter()
+    predicted = estimate(root, env)
+    (root / "estimate.json").write_text(json.dumps(predicted, indent=2))
+    print(f"hdeval estimate took {time.perf_counter() - start:.0f} s (kept in "
+          f"{root / 'estimate.json'})")  # fmt: skip
+    for row in predicted["stages"]:
+        print(f"  estimate {row['stage']}: {row['calls']} calls, {row['prompt_tokens']} prompt "
+              f"tokens, {minutes(row['seconds'])} min", flush=True)  # fmt: skip
+    return predicted
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--params", type=Path, default=REPO / "params.yaml")
     parser.add_argument("--keep", type=Path, help="run in this (new) directory and keep it")
     parser.add_argument("--isa", choices=["native", "avx2"], default="native")
+    parser.add_argument("--resume", type=Path, help="continue a run kept with --keep")
     args = parser.parse_args()
-    root = args.keep or Path(tempfile.mkdtemp(prefix="hdeval-default-run-"))
-    root.mkdir(parents=True, exist_ok=True)
-    for name in ("dvc.yaml", ".dvcignore", "pipelines", "hdeval", "data"):
-        source = REPO / name
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, root / name)
-    shutil.copy(args.params, root / "params.yaml")
+    root = args.resume or args.keep or Path(tempfile.mkdtemp(prefix="hdeval-default-run-"))
     env = {
         **os.environ,
         "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"],
@@ -149,18 +170,21 @@ def main() -> None:
         "PYTHONPATH": str(root),
         **(AVX2_ONLY if args.isa == "avx2" else {}),
     }
-    subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=root, env=env, check=True)
     cpu = cpu_line() + ("; kernels held to AVX2 (--isa avx2)" if args.isa == "avx2" else "")
     print(cpu, flush=True)
+    if args.resume:
+        predicted = json.loads((root / "estimate.json").read_text())
+        print(f"continuing the run in {root}: a stage stopped part-way counts only its "
+              "continued part (its cached answers are free)", flush=True)  # fmt: skip
+    else:
+        predicted = start_run(root, args.params, env)
     start = time.perf_counter()
-    predicted = estimate(root, env)
-    estimate_seconds = time.perf_counter() - start
-    print(f"hdeval estimate took {estimate_seconds:.0f} s", flush=True)
-    start = time.perf_counter()
-    seconds = repro(root, env)
+    ran = repro(root, env)
     total = time.perf_counter() - start
     metrics = json.loads((root / "metrics.json").read_text())
     stages = metrics["llm"]["stages"]
+    earlier = {n: float(c["seconds"]) for n, c in stages.items() if n not in ran and "seconds" in c}
+    seconds = {**earlier, **ran}  # stages run before --resume: the seconds their record gives
     os.chdir(root)  # params name their files relative to the project
     texts = texts_per_stage(root / "params.yaml", metrics)
     print(f"\n{cpu}\njudge: {metrics['llm']['identity']}")
@@ -173,9 +197,10 @@ def main() -> None:
         n = texts.get(name) if cost else None
         per_text = f"{wall / n:7.2f} {tokens / n:8.0f}" if n else f"{'':>7} {'':>8}"
         print(f"{name:<11} {wall:7.0f} {calls:>9} {tokens:>10} {n or '':>6} {per_text}")
-    print(f"{'total':<11} {total:7.0f}  ({total / 60:.1f} min)")
+    since = " since resuming" if earlier else ""
+    print(f"{'total':<11} {total:7.0f}  ({total / 60:.1f} min{since})")
     print_comparison(seconds, stages, predicted)
-    if not args.keep:
+    if not (args.keep or args.resume):
         shutil.rmtree(root, ignore_errors=True)
 
 
