@@ -24,7 +24,7 @@ def main() -> None:
     }
     names, left_out = without_likelihood(BASELINES, judge.likelihood_problem())
     scorers = make_scorers(
-        names, judge, params.task, aspects_tree(params.data), params.data.aspects
+        names, judge, params.task, aspects_tree(params.data), params.data.aspects, progress=True
     )
     scores.update({scorer.name: scorer.score(test.samples) for scorer in scorers})
     peer = params.evaluate.peer

@@ -68,8 +68,10 @@ def make_scorers(
     aspects_tree: CriteriaTree,
     aspects: Sequence[str],
     evaluator: Evaluator | None = None,
+    progress: bool = False,
 ) -> list[TextScorer]:
-    """The named scorers (``hdeval`` and :data:`BASELINES`), all on one cached judge.
+    """The named scorers (``hdeval`` and :data:`BASELINES`), all on one cached judge; with
+    ``progress``, the judge's scorers show a progress bar while they score.
 
     When both prompt baselines are named, each asks both kinds of prompt in one pass over a
     text: the first computes them, the second reads them from the cache.
@@ -80,12 +82,14 @@ def make_scorers(
     both = {"direct-prompt", "overall-prompt"} <= set(names)
     makers = {
         "direct-prompt": lambda: DirectPromptScorer(
-            judge, task, aspects_tree, aspects=aspects, with_overall=both
+            judge, task, aspects_tree, aspects=aspects, with_overall=both, progress=progress
         ),
         "overall-prompt": lambda: OverallPromptScorer(
-            judge, task, aspects_tree, aspects=aspects, with_direct=both
+            judge, task, aspects_tree, aspects=aspects, with_direct=both, progress=progress
         ),
-        "likelihood": lambda: LikelihoodScorer(judge, task, aspects_tree, aspects=aspects),
+        "likelihood": lambda: LikelihoodScorer(
+            judge, task, aspects_tree, aspects=aspects, progress=progress
+        ),
         "rouge": RougeScorer,
     }
     scorers: list[TextScorer] = []
