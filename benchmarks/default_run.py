@@ -173,7 +173,10 @@ def main() -> None:
     cpu = cpu_line() + ("; kernels held to AVX2 (--isa avx2)" if args.isa == "avx2" else "")
     print(cpu, flush=True)
     if args.resume:
-        predicted = json.loads((root / "estimate.json").read_text())
+        kept = root / "estimate.json"
+        if not kept.is_file():
+            raise SystemExit(f"{kept} is missing: --resume continues a run started with --keep")
+        predicted = json.loads(kept.read_text())
         print(f"continuing the run in {root}: a stage stopped part-way counts only its "
               "continued part (its cached answers are free)", flush=True)  # fmt: skip
     else:
