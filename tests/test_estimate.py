@@ -73,6 +73,7 @@ def test_estimated_calls_match_the_real_run(embedded_backend, tmp_path):
     assert not before.assumptions
     rates = calibrate(judge, before.probes)
     assert set(rates.per_token) == {"digits", "loglik"}  # a local judge: seconds per token
+    assert rates.per_prefix_token and rates.per_prefix_token > 0  # documents timed apart
     assert set(rates.per_request) == {"generate"}  # one decomposition
     assert all(rates.seconds(s) > 0 for s in before.expected if s.total_calls)
     table = render(figures(before, rates, every_stage(tmp_path, "")), judge.identity)
@@ -100,11 +101,12 @@ def test_estimated_calls_match_the_real_run(embedded_backend, tmp_path):
     selected: list[str] = []
     for number in (1, 2):
         embedded_backend.forget()  # each stage is a fresh process
-        computed = judge.tokens.prompt
+        computed, prefixes = judge.tokens.prompt, embedded_backend.prefix_work.tokens
         layer = run_layer(
             number, tree, selected, train, judge, params.task, params.hierarchy, progress=False
         )
         computed = judge.tokens.prompt - computed
+        prefixes = embedded_backend.prefix_work.tokens - prefixes
         tree, selected = layer.tree, layer.report.selected
         stage = stages[f"layer@{number}"]
         expected = stage.total_calls
@@ -112,6 +114,10 @@ def test_estimated_calls_match_the_real_run(embedded_backend, tmp_path):
         assert expected > 0
         # the tokens the model computes: each shared prefix once, then every request's row
         assert abs(computed - stage.prompt_tokens) <= 0.1 * stage.prompt_tokens, (number, computed)
+        # of them, the prefix levels, which the calibration times apart
+        counted = sum(stage.prefix_tokens.values())
+        assert 0 < counted < stage.prompt_tokens
+        assert abs(prefixes - counted) <= 0.1 * counted, (number, prefixes)
 
 
 @pytest.mark.model

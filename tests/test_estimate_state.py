@@ -116,6 +116,16 @@ def test_a_local_judges_time_is_its_tokens_at_the_measured_speed_plus_one_load()
     assert Rates(local=True).seconds(_cost("a", loglik=1)) is None  # not measured
 
 
+def test_a_local_judges_prefix_tokens_are_charged_the_prefix_rate() -> None:
+    rates = Rates(local=True, per_token={"loglik": 0.01, "digits": 0.02})
+    cost = _cost("a", loglik=3, digits=1)  # 300 likelihood tokens, 100 digit tokens
+    cost.prefix_tokens.update(loglik=200, digits=50)
+    assert rates.seconds(cost) == pytest.approx(3 + 2)  # unmeasured: the rows' rate
+    rates.per_prefix_token = 0.001
+    assert rates.seconds(cost) == pytest.approx(100 * 0.01 + 50 * 0.02 + 250 * 0.001)
+    assert "1,000 on prefixes" in rates.describe()
+
+
 def test_a_servers_time_is_its_requests_at_the_measured_rate() -> None:
     rates = Rates(local=False, concurrency=4, per_request={"loglik": 0.25})
     assert rates.seconds(_cost("a", loglik=40)) == pytest.approx(10.0)

@@ -11,6 +11,7 @@ so an item's answer does not depend on what else is asked with it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -53,8 +54,9 @@ class SharedPrefixPasses:
     """The pass machinery :class:`~hdeval.llm.local.TransformersBackend` runs its requests on.
 
     It uses the backend's ``model``, ``config``, ``tokens``, ``_head_ids``, ``_pad_id``,
-    ``_encode`` and ``_check_context``, and keeps ``_prefix_cache`` and ``_context_cache`` (LRUs
-    of at most ``_prefix_cache_size`` and ``_context_cache_size`` entries).
+    ``_encode`` and ``_check_context``, keeps ``_prefix_cache`` and ``_context_cache`` (LRUs
+    of at most ``_prefix_cache_size`` and ``_context_cache_size`` entries), and adds its
+    prefix levels' passes to ``prefix_work``.
     """
 
     #: Most padded tokens (rows x longest row) of one batched pass: bounds its activations.
@@ -119,12 +121,16 @@ class SharedPrefixPasses:
         """Final hidden states of ``ids`` read after ``cache`` (``past`` tokens, None for none),
         and the cache extended by them (``cache`` is kept): a prefix level's own pass."""
         self._check_context(past + len(ids))
+        model = self.model  # loading the weights is not the pass's time
+        start = time.perf_counter()
         extended = self._view(self._kv(cache)) if cache is not None else self._view([])
         input_ids = torch.tensor([list(ids)], device=self.device)
-        hidden = self.model.get_decoder()(
+        hidden = model.get_decoder()(
             input_ids=input_ids, cache=extended, use_cache=True
         ).last_hidden_state[0]
         self.tokens.add(prompt=len(ids))
+        self.prefix_work.tokens += len(ids)
+        self.prefix_work.seconds += time.perf_counter() - start
         return hidden, extended
 
     def _rows(self, rows: Sequence[Row], keep: bool = False) -> list[RowResult]:

@@ -41,7 +41,7 @@ from hdeval.llm.precision import (
 )
 from hdeval.llm.row_attention import ROW_ATTENTION
 from hdeval.llm.truncation import ContextOverflow
-from hdeval.llm.types import SCORE_DIGITS, DigitScore, LogLikelihood, TokenCounts
+from hdeval.llm.types import SCORE_DIGITS, DigitScore, LogLikelihood, PrefixWork, TokenCounts
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +98,7 @@ class TransformersBackend(SharedPrefixPasses):
         self._context_cache_size = context_cache_size
         self._head_fp32: tuple[torch.Tensor, torch.Tensor | None] | None = None
         self.tokens = TokenCounts()
+        self.prefix_work = PrefixWork()
 
     @property
     def model(self) -> torch.nn.Module:

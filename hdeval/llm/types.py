@@ -120,6 +120,16 @@ class TokenCounts:
         return {"prompt": self.prompt, "completion": self.completion, "reused": self.reused}
 
 
+@dataclass
+class PrefixWork:
+    """Prompt tokens computed in prefix levels' own passes, and the seconds those passes took:
+    a long prefix in one pass costs less per token than the batched rows read over it, so
+    ``hdeval estimate`` times the two apart."""
+
+    tokens: int = 0
+    seconds: float = 0.0
+
+
 @runtime_checkable
 class LLMBackend(Protocol):
     """What hdeval needs from an LLM.

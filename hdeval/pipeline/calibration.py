@@ -4,7 +4,10 @@ so the run does not repeat them.
 
 A local judge is timed in seconds per prompt token it computes, per kind of request (digit
 prompts, likelihoods), and in seconds to load its weights, which every stage that computes
-anything pays once. A server is timed in seconds per request at ``llm.concurrency`` requests in
+anything pays once. Tokens of prefix levels (a document, read once per stage in one long pass)
+cost several times less than the rows read over them in batched passes, and the first pieces of
+work hold most of a stage's prefixes, so the two are timed apart and each charged its own
+rate. A server is timed in seconds per request at ``llm.concurrency`` requests in
 flight, as a stage sends them. A decomposition is timed per call on the LLM that writes the
 criteria.
 """
@@ -13,9 +16,10 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hdeval.llm.judge import CachedJudge
+from hdeval.llm.types import PrefixWork
 from hdeval.pipeline.request_count import GENERATE, Probes, StageCost, shares_prefixes
 from hdeval.scoring.criterion_scorer import PlannedPass, cache_kind
 from hdeval.tree.decompose import CACHE_KIND
@@ -28,7 +32,8 @@ class Rates:
 
     local: bool
     concurrency: int = 1
-    per_token: dict[str, float] = field(default_factory=dict)  # local: s per prompt token
+    per_token: dict[str, float] = field(default_factory=dict)  # local: s per row token
+    per_prefix_token: float | None = None  # local: s per token of a prefix level
     per_request: dict[str, float] = field(default_factory=dict)  # server; decompositions
     load_seconds: float = 0.0  # the judge's weights, once per stage that computes
     decomposer_load_seconds: float = 0.0  # a separate LLM writing the criteria
@@ -43,7 +48,9 @@ class Rates:
             if not calls:
                 continue
             if kind != GENERATE and self.local and kind in self.per_token:
-                total += cost.tokens[kind] * self.per_token[kind]
+                prefix, rate = cost.prefix_tokens[kind], self.per_token[kind]
+                prefix_rate = rate if self.per_prefix_token is None else self.per_prefix_token
+                total += (cost.tokens[kind] - prefix) * rate + prefix * prefix_rate
             elif kind in self.per_request:
                 total += calls * self.per_request[kind]
             else:
@@ -59,6 +66,8 @@ class Rates:
             parts = [
                 f"{1 / s:,.0f} prompt tokens/s on {names[k]}" for k, s in self.per_token.items()
             ]
+            if self.per_prefix_token:
+                parts.append(f"{1 / self.per_prefix_token:,.0f} on prefixes (documents)")
             if self.load_seconds:
                 parts.append(f"{self.load_seconds:.0f} s to load the weights (once per stage)")
         else:
@@ -78,16 +87,27 @@ def calibrate(judge: CachedJudge, probes: Probes) -> Rates:
     rates = Rates(local, 1 if local else int(getattr(judge.backend, "concurrency", 1)))
     if any(probes.scoring.values()):  # nothing to score: nothing to load
         rates.load_seconds = _load(judge)
+    prefix = PrefixWork()
     for kind, passes in probes.scoring.items():
         if local:
+            work = getattr(judge.backend, "prefix_work", PrefixWork())
+            before = replace(work)
             seconds, computed, tokens = _time_passes(passes, 1)
-            if tokens:
+            after = work
+            prefix.tokens += after.tokens - before.tokens
+            prefix.seconds += after.seconds - before.seconds
+            rows = tokens - (after.tokens - before.tokens)
+            if rows > 0:
+                rates.per_token[kind] = (seconds - (after.seconds - before.seconds)) / rows
+            elif tokens:
                 rates.per_token[kind] = seconds / tokens
         else:
             seconds, computed, _ = _time_passes(passes, rates.concurrency)
             if computed:
                 rates.per_request[kind] = seconds / computed
         rates.calls_made += computed
+    if prefix.tokens:
+        rates.per_prefix_token = prefix.seconds / prefix.tokens
     for writer, prompt in probes.generate:
         if writer is not judge:
             rates.decomposer_load_seconds = _load(writer)

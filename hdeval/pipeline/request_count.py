@@ -37,6 +37,8 @@ class StageCost:
     calls: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
     cached: int = 0
     tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
+    #: Of ``tokens``, those a local judge computes as prefix levels (documents, texts).
+    prefix_tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
     notes: list[str] = field(default_factory=list)
     prefixes: set[tuple[str, ...]] = field(default_factory=set, repr=False)  # computed ones
 
@@ -133,8 +135,8 @@ class Planner:
                 self.probes.add_pass(self.judge, one)
             for request in todo:
                 cost.calls[kind] += 1
-                cost.tokens[kind] += self._tokens(
-                    self.judge, cost, one.segments, request.suffix, one.continuation
+                self._add_tokens(
+                    cost, kind, self.judge, one.segments, request.suffix, one.continuation
                 )
 
     def grow(
@@ -159,7 +161,7 @@ class Planner:
                     self.seen.add(key)
                     self.probes.add_generation(writer, asked.missing)
                     cost.calls[GENERATE] += 1
-                    cost.tokens[GENERATE] += self._tokens(writer, cost, [], asked.missing, "")
+                    self._add_tokens(cost, GENERATE, writer, [], asked.missing, "")
                 node = tree.get(node_id)
                 stand_ins += [
                     Criterion(
@@ -178,16 +180,23 @@ class Planner:
             self.lengths[key] = len(judge.backend.tokenize(text))
         return self.lengths[key]
 
-    def _tokens(
-        self, judge: CachedJudge, cost: StageCost, segments: Sequence[str], suffix: str, cont: str
-    ) -> int:
-        """Tokens the model computes for one request: for a local judge its row, and the
-        prefix levels of ``segments`` that ``cost``'s stage has not computed yet. A digit
-        request's row is its suffix and the template's tail; a likelihood request's row is its
-        text but the last token, after its instruction (suffix and tail), computed once per
-        prefix."""
+    def _add_tokens(
+        self,
+        cost: StageCost,
+        kind: str,
+        judge: CachedJudge,
+        segments: Sequence[str],
+        suffix: str,
+        cont: str,
+    ) -> None:
+        """Add to ``cost`` the tokens the model computes for one request: for a local judge
+        its row, and the prefix levels of ``segments`` that ``cost``'s stage has not computed
+        yet. A digit request's row is its suffix and the template's tail; a likelihood
+        request's row is its text but the last token, after its instruction (suffix and tail),
+        computed once per prefix."""
         if not shares_prefixes(judge):
-            return len("".join([*segments, suffix, cont])) // CHARS_PER_TOKEN
+            cost.tokens[kind] += len("".join([*segments, suffix, cont])) // CHARS_PER_TOKEN
+            return
         head, tail = judge.backend.frame_tokens()
         row = self._length(judge, suffix) + tail
         if cont:
@@ -196,9 +205,11 @@ class Planner:
             cost.prefixes.add(instruction)
         else:
             count = row
+        prefix = 0
         for depth in range(1, len(segments) + 1):
             level = tuple(segments[:depth])
             if level not in cost.prefixes:
                 cost.prefixes.add(level)
-                count += self._length(judge, segments[depth - 1]) + (head if depth == 1 else 0)
-        return count
+                prefix += self._length(judge, segments[depth - 1]) + (head if depth == 1 else 0)
+        cost.tokens[kind] += count + prefix
+        cost.prefix_tokens[kind] += prefix
