@@ -24,6 +24,7 @@ def main() -> None:
         aspects_tree(data),
         data.aspects,
         evaluator=Evaluator.load(ws.BUNDLE, judge, params.llm.strict_precision),
+        progress=True,
     )
     perturber = None
     if settings.llm_perturbations:

@@ -52,13 +52,14 @@ class TextScorer(Protocol):
 class BundleScorer:
     """A trained HD-Eval bundle: predicted human scores per aspect."""
 
-    def __init__(self, evaluator: Evaluator, name: str = HDEVAL) -> None:
+    def __init__(self, evaluator: Evaluator, name: str = HDEVAL, progress: bool = False) -> None:
         self.evaluator = evaluator
         self.name = name
         self.metrics = evaluator.aspects
+        self.progress = progress
 
     def score(self, samples: pd.DataFrame) -> pd.DataFrame:
-        return self.evaluator.score_samples(samples, progress=False).aspects
+        return self.evaluator.score_samples(samples, progress=self.progress).aspects
 
 
 def make_scorers(
@@ -71,7 +72,7 @@ def make_scorers(
     progress: bool = False,
 ) -> list[TextScorer]:
     """The named scorers (``hdeval`` and :data:`BASELINES`), all on one cached judge; with
-    ``progress``, the judge's scorers show a progress bar while they score.
+    ``progress``, the bundle and the judge's scorers show a progress bar while they score.
 
     When both prompt baselines are named, each asks both kinds of prompt in one pass over a
     text: the first computes them, the second reads them from the cache.
@@ -97,7 +98,7 @@ def make_scorers(
         if name == HDEVAL:
             if evaluator is None:
                 raise ConfigError("scorer 'hdeval' needs a trained bundle (--model DIR)")
-            scorers.append(BundleScorer(evaluator))
+            scorers.append(BundleScorer(evaluator, progress=progress))
         elif name in makers:
             scorers.append(makers[name]())
         else:
