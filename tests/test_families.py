@@ -9,7 +9,13 @@ from hdeval.errors import DataValidationError
 from hdeval.llm.types import LogLikelihood
 from hdeval.params import TaskSpec
 from hdeval.scoring.columns import Profile, describe, feature_columns, group_of, orientation
-from hdeval.scoring.families import FamilySample, passes, sentence_values, values
+from hdeval.scoring.families import (
+    FamilySample,
+    passes,
+    repeated_trigrams,
+    sentence_values,
+    values,
+)
 from hdeval.scoring.family_columns import FAMILY_COLUMNS
 from hdeval.scoring.sources import dialogue_parts, parse_mr, realised, sentence_spans
 
@@ -81,3 +87,19 @@ def test_family_columns_follow_the_text_signals_with_orientation_and_words() -> 
     assert "coverage" in describe("cov.gain:_text")
     assert group_of("spmi.min:_text") == "grounding per sentence"
     assert group_of("pmi:_fact") == "grounding in the knowledge fact (PMI)"
+
+
+def test_repetition_is_the_share_of_word_trigrams_seen_before() -> None:
+    assert repeated_trigrams("the cat sat on the mat .") == 0.0
+    assert repeated_trigrams("two words") == 0.0  # no trigram at all
+    looped = "wales beat israel . wales beat israel . wales beat israel ."
+    assert repeated_trigrams(looped) == pytest.approx(1 - 4 / 10)  # 10 trigrams, 4 distinct
+    assert repeated_trigrams(looped.upper()) == repeated_trigrams(looped)  # case is not a word
+    sample = FamilySample("a source", looped)
+    assert passes("repetition", sample, TaskSpec()) == []  # no LLM call
+    assert values("repetition", sample, {}, None, None, None) == {
+        "rep.trigrams:_text": pytest.approx(0.6)
+    }
+    assert orientation("rep.trigrams:_text") == -1  # more repetition, a worse text
+    assert describe("rep.trigrams:_text").startswith("share of word trigrams that repeat")
+    assert group_of("rep.trigrams:_text") == "repetition"

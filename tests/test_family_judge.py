@@ -1,6 +1,6 @@
 """Signal families on the real embedded judge, a few texts each: the columns they give move
-the way the text moves (an invented sentence, a text cut in half, a response that uses its
-fact), and a malformed meaning representation is refused naming the row."""
+the way the text moves (an invented sentence, a text cut in half, a text that loops, a response
+that uses its fact), and a malformed meaning representation is refused naming the row."""
 
 from __future__ import annotations
 
@@ -36,21 +36,23 @@ def test_sentences_and_coverage_move_with_the_text(embedded_backend, summeval_ro
         "whole": row["output"],
         "aliens": row["output"] + ALIENS,
         "half": " ".join(words[: len(words) // 2]),
+        "looped": row["output"] + (" " + " ".join(words[:12])) * 2,
     }
     samples = [
         Sample(k, "d", row["source"], v, tuple(row["references"][:1])) for k, v in texts.items()
     ]
-    run = _scorer(embedded_backend, tmp_path, ["coverage", "sentences", "references"]).score(
-        samples, TREE, progress=False
-    )
+    families = ["coverage", "sentences", "repetition", "references"]
+    run = _scorer(embedded_backend, tmp_path, families).score(samples, TREE, progress=False)
     assert run.failures == []
     table = run.features
-    for column in (c for f in ("coverage", "sentences", "references") for c in FAMILY_COLUMNS[f]):
+    for column in (c for f in families for c in FAMILY_COLUMNS[f]):
         assert all(math.isfinite(v) for v in table[column]), column
     assert table.loc["aliens", "len.sents:_text"] == table.loc["whole", "len.sents:_text"] + 1
     assert table.loc["aliens", "spmi.min:_text"] < table.loc["whole", "spmi.min:_text"]
     assert table.loc["half", "cov:_text"] < table.loc["whole", "cov:_text"]
     assert table.loc["half", "ref.covers:_text"] < table.loc["whole", "ref.covers:_text"]
+    repeated = table["rep.trigrams:_text"]
+    assert repeated["looped"] > repeated["whole"] + 0.1
 
 
 def test_dialogue_pmi_with_the_fact_rises_when_the_response_uses_it(embedded_backend, tmp_path):

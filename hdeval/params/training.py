@@ -65,12 +65,13 @@ class HierarchyParams(Section):
     """Also the text's length in words (``len.words:_text``: whitespace-separated, so typos
     do not lengthen it; not a quality judgement, so exempt from the weight signs and the rising
     check)."""
-    families: list[Family] = Field(default_factory=lambda: ["coverage", "sentences"])
+    families: list[Family] = Field(default_factory=lambda: ["coverage", "sentences", "repetition"])
     """Signal families scored with the text's own signals (:mod:`hdeval.scoring.families`):
     ``coverage`` (the source's opening given the text), ``sentences`` (PMI per sentence),
-    ``slots`` (a meaning representation's values realised: data-to-text), ``dialogue`` (PMI with
-    the history and with the knowledge fact apart: dialogue), ``references`` (likelihoods both
-    ways and ROUGE against the references: a bundle that reads them needs them in every row)."""
+    ``repetition`` (the text repeating its own word trigrams; no LLM call), ``slots`` (a
+    meaning representation's values realised: data-to-text), ``dialogue`` (PMI with the history
+    and with the knowledge fact apart: dialogue), ``references`` (likelihoods both ways and
+    ROUGE against the references: a bundle that reads them needs them in every row)."""
     min_family_gain: float | None = 0.005
     """Model selection keeps a family only if adding it to the others raises the CV Pearson by
     at least this (one family at a time, the best first); null keeps every family."""

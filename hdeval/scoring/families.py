@@ -11,6 +11,10 @@ coverage       ``cov``: the source's lead (first 60 words) given the       one l
 sentences      ``spmi.min`` / ``spmi.max``: the lowest and highest         none (the text's
                sentence PMI with the source; ``spmi.neg``: the share of    two likelihoods)
                sentences with PMI <= 0; ``len.sents``: sentence count
+repetition     ``rep.trigrams``: the share of the text's word trigrams     none (read from the
+               that repeat an earlier one (a degenerate summary that       text alone)
+               loops; a likelihood rewards it, as repeated text is
+               predictable)
 slots          ``slots.realised``: share of the meaning representation's   none
                spoken values the text realises; ``slots.omitted``: how
                many it leaves out (:mod:`hdeval.scoring.sources`)
@@ -69,7 +73,8 @@ class FamilySample:
 
 
 def passes(family: str, sample: FamilySample, task: TaskSpec) -> list[FamilyPass]:
-    """The likelihood requests ``family`` makes for ``sample`` (none for slots, sentences)."""
+    """The likelihood requests ``family`` makes for ``sample`` (none for sentences,
+    repetition, slots)."""
     text = sample.output.strip()
     if family == "coverage":
         opening = lead(sample.source, LEAD_WORDS)
@@ -143,6 +148,8 @@ def values(
         if text_given is None or text_free is None:
             return {}
         return sentence_values(sample.output.strip(), text_given, text_free, token_count)
+    if family == "repetition":
+        return {"rep.trigrams:_text": repeated_trigrams(sample.output)}
     if family == "slots":
         spoken = parse_mr(sample.source).spoken_values()
         found = sum(realised(v, sample.output) for v in spoken)
@@ -198,6 +205,15 @@ def sentence_values(
         "spmi.neg:_text": float(np.mean(scores <= 0)),
         "len.sents:_text": float(len(spans)),
     }
+
+
+def repeated_trigrams(text: str) -> float:
+    """The share of ``text``'s word trigrams (lower-cased, split at whitespace) that repeat an
+    earlier one: 0 for a text that never repeats itself (or has under 3 words), towards 1 for
+    one that loops."""
+    words = text.lower().split()
+    trigrams = list(zip(words, words[1:], words[2:], strict=False))
+    return 1 - len(set(trigrams)) / len(trigrams) if trigrams else 0.0
 
 
 def rouge_values(text: str, references: Sequence[str]) -> dict[str, float]:

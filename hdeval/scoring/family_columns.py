@@ -3,12 +3,13 @@ words and explanation groups. Data only: the feature-column protocol reads it.""
 
 from __future__ import annotations
 
-FAMILIES = ("coverage", "sentences", "slots", "dialogue", "references")
+FAMILIES = ("coverage", "sentences", "repetition", "slots", "dialogue", "references")
 
 #: Columns of each family, in order.
 FAMILY_COLUMNS: dict[str, tuple[str, ...]] = {
     "coverage": ("cov:_text", "cov.gain:_text"),
     "sentences": ("spmi.min:_text", "spmi.max:_text", "spmi.neg:_text", "len.sents:_text"),
+    "repetition": ("rep.trigrams:_text",),
     "slots": ("slots.realised:_text", "slots.omitted:_text"),
     "dialogue": ("pmi:_history", "pmi:_fact"),
     "references": (
@@ -20,7 +21,7 @@ FAMILY_COLUMNS: dict[str, tuple[str, ...]] = {
     ),
 }
 #: Orientation of family columns that are not "higher is better" (see columns.orientation).
-ORIENTATIONS = {"spmi.neg": -1, "len.sents": 0, "slots.omitted": -1}
+ORIENTATIONS = {"spmi.neg": -1, "len.sents": 0, "rep.trigrams": -1, "slots.omitted": -1}
 #: Each family's columns in words, for explanations.
 WORDS = {
     "cov": "coverage of the source's opening (its likelihood given the text)",
@@ -29,6 +30,7 @@ WORDS = {
     "spmi.max": "best grounded sentence (its PMI with the source)",
     "spmi.neg": "share of sentences the source does not explain (PMI <= 0)",
     "len.sents": "number of sentences (not a quality judgement)",
+    "rep.trigrams": "share of word trigrams that repeat an earlier one (the text repeating itself)",
     "slots.realised": "share of the meaning representation's values realised",
     "slots.omitted": "values of the meaning representation left out",
     "pmi:_history": "grounding in the dialogue history (PMI)",
@@ -44,6 +46,7 @@ GROUPS = {
     "cov": "coverage of the source",
     "spmi": "grounding per sentence",
     "len.sents": "length",
+    "rep": "repetition",
     "slots": "meaning representation realised",
     "ref": "agreement with the references",
     "rouge": "agreement with the references",
