@@ -5,7 +5,8 @@ the run's outputs).
 For each size, ``--draws`` random subsets of the run's training documents are drawn; the
 shipped aggregator (its kind, tuned parameters and columns) is refit on each subset's texts and
 scores the run's held-out texts. Prints, per size, the mean held-out Pearson r with the spread
-over draws and the document-bootstrap CI of the first draw, and writes a PNG chart.
+over draws and the document-bootstrap CI of the first draw, and writes a PNG chart and that
+table as a CSV beside it (docs/results.md shows both).
 
     python benchmarks/learning_curve.py --run . --out docs/learning_curve.png
 
@@ -25,6 +26,7 @@ import pandas as pd
 from hdeval.data import load_labels
 from hdeval.metrics import agreement
 from hdeval.params import load_params
+from hdeval.report.results_page import learning_curve_table
 from hdeval.scales import clip_to_ranges
 from hdeval.training.aggregators import constraints
 from hdeval.training.fit import fit_aggregator
@@ -99,15 +101,13 @@ def main() -> None:
     summary = table.groupby("documents").agg(
         texts=("texts", "first"), mean=("pearson", "mean"), low=("pearson", "min"),
         high=("pearson", "max"), ci_low=("ci_low", "first"), ci_high=("ci_high", "first"),
+        draws=("draw", "count"),
     )  # fmt: skip
-    print("| training documents | texts | held-out r, mean of draws | range over draws | CI |")
-    print("|---:|---:|---:|---:|---:|")
-    for size, row in summary.iterrows():
-        print(f"| {size} | {row['texts']} | {row['mean']:.3f} | {row['low']:.3f}-{row['high']:.3f}"
-              f" | [{row['ci_low']:.2f}, {row['ci_high']:.2f}] |")  # fmt: skip
+    print(learning_curve_table(summary.reset_index()))
     if args.out:
         plot(table, args.out)
-        print(f"chart written to {args.out}")
+        summary.round(4).to_csv(args.out.with_suffix(".csv"))
+        print(f"chart written to {args.out}, table to {args.out.with_suffix('.csv')}")
 
 
 if __name__ == "__main__":

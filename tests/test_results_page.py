@@ -41,6 +41,11 @@ def test_a_record_without_its_cpu_and_time_says_so(tmp_path) -> None:
     assert "10.0 min in the stages that call the judge, on Some CPU" in run_section(
         "t", "s", metrics
     )
+    metrics["llm"].update(llm_calls=0, cache_hits=5000)  # re-run on an earlier run's answers
+    (tmp_path / "metrics.json").write_text(json.dumps(metrics))
+    assert "5,000 answers read from the result cache" in run_section("t", "s", metrics)
+    assert summary_table(tmp_path).splitlines()[-1].endswith("| 10.0 (answers cached) |")
+    assert "a cold run's calls, tokens and minutes" in cost_table(tmp_path)
 
 
 def test_the_headline_is_a_few_numbers_of_the_full_record() -> None:
@@ -55,3 +60,19 @@ def test_the_headline_is_a_few_numbers_of_the_full_record() -> None:
     assert numbers["test_rows"] == metrics["rows"]["test"]
     written = json.loads((REPO / "headline.json").read_text())
     assert written == numbers  # the committed file is the committed record's headline
+
+
+def test_a_run_says_whether_it_reached_its_target_and_by_how_much() -> None:
+    """The default run aims at a fixed r; a preset with a published peer aims at the peer."""
+    from hdeval.report.results_page import run_section
+
+    metrics = json.loads((REPO / "metrics.json").read_text())
+    metrics.pop("peer", None)
+    metrics["held_out"]["hdeval"]["average"]["dataset"]["pearson"] = 0.484
+    assert "- Target: held-out r at least 0.50: **missed**, by 0.016." in run_section(
+        "t", "s", metrics, 0.50
+    )
+    assert "met, by 0.034" in run_section("t", "s", metrics, 0.45)
+    assert "Target" not in run_section("t", "s", metrics)
+    metrics["peer"] = {"name": "UniEval", "value": 0.454, "low": 0.4, "high": 0.5, "paired": None}
+    assert "at least UniEval (0.454): met, by 0.030." in run_section("t", "s", metrics, 0.50)

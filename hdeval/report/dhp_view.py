@@ -9,7 +9,7 @@ import numpy as np
 
 from hdeval.report.charts import dhp_chart
 from hdeval.report.record import RunRecord
-from hdeval.report.results import LABELS
+from hdeval.report.results import label_of
 
 #: Where DHP's D crosses p = 0.05; the acceptance gate's threshold where the run has one.
 DISCERNED = 1.0
@@ -26,7 +26,7 @@ def dhp_section(record: RunRecord, scorer: str = "hdeval") -> dict | None:
     threshold = float(gate.get("threshold", DISCERNED))
     rows = [
         {
-            "label": LABELS.get(name, name),
+            "label": label_of(name),
             "bundle": name == scorer,
             "avg": _d(entry.get("D_avg_ew")),
             "min": _d(entry.get("D_min_ew")),

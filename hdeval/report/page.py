@@ -14,8 +14,8 @@ from hdeval.report.charts import BASELINE, BUNDLE, OTHER, PEER, ScorerPoint, sco
 from hdeval.report.record import RunRecord
 from hdeval.report.results import (
     COLUMNS,
-    LABELS,
     figure_cell,
+    label_of,
     scorer_order,
     shipped_note,
     top_readings,
@@ -49,7 +49,7 @@ def paired(difference: Mapping | None) -> str:
 
 def label(name: str, peer: str | None = None) -> str:
     """A scorer's display name; the published peer says it is one."""
-    shown = LABELS.get(name, name)
+    shown = label_of(name)
     return f"{shown} (published peer)" if name == peer else shown
 
 

@@ -68,10 +68,11 @@ def run_summary(metrics: Mapping, bundle: str) -> str:
 
 
 def label_of(name: str) -> str:
-    """A comparison entry's name in words (``without_coverage``: the bundle's columns less that
-    family's)."""
+    """A comparison entry's name in words (``without_coverage``: every candidate column, the
+    families the bundle left out included, less that family's, fit with the aggregator's
+    defaults)."""
     if name.startswith("without_") and name not in LABELS:
-        return f"HD-Eval without the {name.removeprefix('without_')} family"
+        return f"every signal but the {name.removeprefix('without_')} family"
     return LABELS.get(name, name)
 
 

@@ -10,6 +10,8 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
+import pandas as pd
+
 from hdeval.report.results import label_of
 
 #: The runs on the page, in order: record file (relative to the repository), title, what it is.
@@ -21,6 +23,11 @@ RUNS = (
     ("docs/runs/sfhot.json", "Data-to-text: SFHOT", "`params/sfhot.yaml`"),
     ("docs/runs/topical_chat.json", "Dialogue: Topical-Chat", "`params/topical_chat.yaml`"),
 )  # fmt: skip
+#: The held-out r each run aims at (aspect-averaged dataset Pearson); a preset aims at its peer.
+TARGETS = {"metrics.json": 0.50, "docs/runs/summeval_1.5b.json": 0.55}
+#: The learning-curve benchmark's table (its chart beside it, as .png), and its section's title.
+LEARNING_CURVE = Path("docs/learning_curve.csv")
+LEARNING_TITLE = "How many labels? SummEval, the default run"
 #: Same-judge single signals and baselines shown beside the bundle (when the run has them).
 SHOWN = (
     "likelihood",
@@ -59,16 +66,48 @@ def _minutes(seconds: float | None) -> str:
     return "not recorded" if not seconds else f"{seconds / 60:.1f}"
 
 
+def _from_cache(llm: Mapping) -> bool:
+    """Whether a run's answers all came from the result cache of an earlier run."""
+    return bool(llm.get("cache_hits")) and not llm["llm_calls"]
+
+
+def _run_minutes(llm: Mapping) -> str:
+    """A run's minutes, marked where its answers came from the cache."""
+    cached = llm.get("seconds") and _from_cache(llm)
+    return _minutes(llm.get("seconds")) + (" (answers cached)" if cached else "")
+
+
 def _time_and_cpu(metrics: Mapping) -> str:
-    """Where the record has them, the minutes in the stages that call the judge and the CPU."""
-    cpu, seconds = metrics.get("machine", {}).get("cpu"), metrics["llm"].get("seconds")
+    """Where the record has them, the minutes in the stages that call the judge and the CPU; a
+    run whose answers came from the result cache says so (its minutes are not a cold run's)."""
+    llm = metrics["llm"]
+    cpu, seconds = metrics.get("machine", {}).get("cpu"), llm.get("seconds")
     if not (cpu and seconds):
         return "its time and CPU are not recorded (a record written before runs recorded them)"
-    return f"{seconds / 60:.1f} min in the stages that call the judge, on {cpu}"
+    line = f"{seconds / 60:.1f} min in the stages that call the judge, on {cpu}"
+    if _from_cache(llm):
+        line += (
+            f" ({llm['cache_hits']:,} answers read from the result cache of an earlier run, "
+            "so not a cold run's time: docs/benchmarks.md has that)"
+        )
+    return line
 
 
-def run_section(title: str, setup: str, metrics: Mapping) -> str:
-    """One run: setup, the table of scorers, the gates, the families and what was left out."""
+def _target(value: float, target: float | None, peer: Mapping | None) -> str | None:
+    """Whether the bundle's held-out r reaches ``target`` (or the peer's), and by how much."""
+    if peer is not None:
+        target, name = peer["value"], f"{peer['name']} ({peer['value']:.3f})"
+    elif target is None:
+        return None
+    else:
+        name = f"{target:.2f}"
+    verdict = "met" if value >= target else "**missed**"
+    return f"- Target: held-out r at least {name}: {verdict}, by {abs(value - target):.3f}."
+
+
+def run_section(title: str, setup: str, metrics: Mapping, target: float | None = None) -> str:
+    """One run: setup, the table of scorers, the target, the gates, the families and what was
+    left out."""
     rows, llm, selection = metrics["rows"], metrics["llm"], metrics["selection"]
     lines = [
         f"## {title}",
@@ -116,6 +155,9 @@ def run_section(title: str, setup: str, metrics: Mapping) -> str:
     best = gate.get("best")
     paired = next((p for p in gate.get("paired", []) if p["against"] == best), None)
     lines.append("")
+    reached = _target(bundle["dataset"]["pearson"], target, peer)
+    if reached:
+        lines.append(reached)
     if best is not None:
         lines.append(f"- Bundle minus the best same-judge baseline ({best}): {_paired(paired)}.")
     if peer is not None:
@@ -165,7 +207,7 @@ def summary_table(root: Path) -> str:
         lines.append(
             f"| {title} | {_ci(bundle)} | {baseline} | {published} | "
             f"{_paired(peer.get('paired')) if peer else '-'} | "
-            f"{'-' if dhp is None else f'{dhp:.2f}'} | {_minutes(metrics['llm'].get('seconds'))} |"
+            f"{'-' if dhp is None else f'{dhp:.2f}'} | {_run_minutes(metrics['llm'])} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -190,7 +232,44 @@ def cost_table(root: Path, record: str = "metrics.json") -> str:
         f"| **all** | {llm['llm_calls']:,} | {llm['cache_hits']:,} | "
         f"{llm['tokens']['prompt']:,} | {_minutes(llm.get('seconds'))} |"
     )
+    if _from_cache(llm):
+        lines += [
+            "",
+            "Every answer of this record came from the result cache of an earlier run, so it "
+            "computed nothing: a cold run's calls, tokens and minutes per stage are in "
+            "[benchmarks.md](benchmarks.md).",
+        ]
     return "\n".join(lines) + "\n"
+
+
+def learning_curve_table(summary: pd.DataFrame) -> str:
+    """``benchmarks/learning_curve.py``'s table (a row per number of training documents)."""
+    lines = [
+        "| training documents | texts | held-out r, mean of draws | range over draws "
+        "| CI (first draw) |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for _, row in summary.iterrows():
+        lines.append(
+            f"| {int(row['documents'])} | {int(row['texts'])} | {row['mean']:.3f} | "
+            f"{row['low']:.3f}-{row['high']:.3f} | [{row['ci_low']:.2f}, {row['ci_high']:.2f}] |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def learning_curve_section(root: Path) -> str:
+    """How many labels the default run needs, from ``docs/learning_curve.csv`` where it is."""
+    path = root / LEARNING_CURVE
+    if not path.is_file():
+        return f"## {LEARNING_TITLE}\n\nNot measured at this version (no `{LEARNING_CURVE}`).\n"
+    return (
+        f"## {LEARNING_TITLE}\n\n"
+        "The default run's aggregator refit on random subsets of its training documents and "
+        "scored on the same held-out texts (`python benchmarks/learning_curve.py --run . "
+        f"--out {LEARNING_CURVE.with_suffix('.png')}`; no LLM call).\n\n"
+        f"{learning_curve_table(pd.read_csv(path))}\n"
+        f"![held-out r against training documents]({LEARNING_CURVE.with_suffix('.png').name})\n"
+    )
 
 
 def results_page(root: Path) -> str:
@@ -201,7 +280,9 @@ def results_page(root: Path) -> str:
         if not path.is_file():
             parts.append(f"## {title}\n\nNot measured at this version (no `{record}`).\n")
             continue
-        parts.append(run_section(title, setup, json.loads(path.read_text())))
+        metrics = json.loads(path.read_text())
+        parts.append(run_section(title, setup, metrics, TARGETS.get(record)))
+    parts.append(learning_curve_section(root))
     return "\n".join(parts)
 
 
