@@ -87,18 +87,15 @@ def calibrate(judge: CachedJudge, probes: Probes) -> Rates:
     rates = Rates(local, 1 if local else int(getattr(judge.backend, "concurrency", 1)))
     if any(probes.scoring.values()):  # nothing to score: nothing to load
         rates.load_seconds = _load(judge)
-    prefix = PrefixWork()
+    work = getattr(judge.backend, "prefix_work", PrefixWork())  # the backend's running totals
+    start = replace(work)
     for kind, passes in probes.scoring.items():
         if local:
-            work = getattr(judge.backend, "prefix_work", PrefixWork())
             before = replace(work)
             seconds, computed, tokens = _time_passes(passes, 1)
-            after = work
-            prefix.tokens += after.tokens - before.tokens
-            prefix.seconds += after.seconds - before.seconds
-            rows = tokens - (after.tokens - before.tokens)
+            rows = tokens - (work.tokens - before.tokens)
             if rows > 0:
-                rates.per_token[kind] = (seconds - (after.seconds - before.seconds)) / rows
+                rates.per_token[kind] = (seconds - (work.seconds - before.seconds)) / rows
             elif tokens:
                 rates.per_token[kind] = seconds / tokens
         else:
@@ -106,8 +103,8 @@ def calibrate(judge: CachedJudge, probes: Probes) -> Rates:
             if computed:
                 rates.per_request[kind] = seconds / computed
         rates.calls_made += computed
-    if prefix.tokens:
-        rates.per_prefix_token = prefix.seconds / prefix.tokens
+    if work.tokens > start.tokens:
+        rates.per_prefix_token = (work.seconds - start.seconds) / (work.tokens - start.tokens)
     for writer, prompt in probes.generate:
         if writer is not judge:
             rates.decomposer_load_seconds = _load(writer)
