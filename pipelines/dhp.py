@@ -4,7 +4,7 @@ perturbed texts (the acceptance stage gates the evaluator on it)."""
 from hdeval import workspace as ws
 from hdeval.baselines.registry import HDEVAL, make_scorers, without_likelihood
 from hdeval.data import load_labels
-from hdeval.dhp.runner import dhp_markdown, dhp_samples, run_suite, summary
+from hdeval.dhp.runner import dhp_markdown, dhp_samples, reads_references, run_suite, summary
 from hdeval.export.evaluator import Evaluator
 from hdeval.llm.judge import open_judge
 from hdeval.params import load_params
@@ -17,20 +17,16 @@ def main() -> None:
     judge = open_judge(params.llm)
     labels = load_labels(data.path, data.aspects, data.score_range)
     names, left_out = without_likelihood([HDEVAL, *settings.baselines], judge.likelihood_problem())
+    evaluator = Evaluator.load(ws.BUNDLE, judge, params.llm.strict_precision)
     scorers = make_scorers(
-        names,
-        judge,
-        params.task,
-        aspects_tree(data),
-        data.aspects,
-        evaluator=Evaluator.load(ws.BUNDLE, judge, params.llm.strict_precision),
-        progress=True,
+        names, judge, params.task, aspects_tree(data), data.aspects, evaluator, progress=True
     )
     perturber = None
     if settings.llm_perturbations:
         perturber = open_judge(settings.perturber, judge.cache) if settings.perturber else judge
     out = ws.fresh(ws.DHP)
-    results = run_suite(scorers, dhp_samples(labels, settings), settings, perturber, out)
+    samples = dhp_samples(labels, settings, reads_references(evaluator.card))
+    results = run_suite(scorers, samples, settings, perturber, out)
     cost = judge.cost()
     if perturber is not None and perturber is not judge:
         cost["perturber_tokens"] = perturber.tokens.to_dict()

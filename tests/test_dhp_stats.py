@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from hdeval.data import load_labels
 from hdeval.dhp.benchmark import (
     DHPResult,
+    best_rated_samples,
     failed_perturbations,
     plot_dhp,
     reference_samples,
@@ -23,7 +24,7 @@ from hdeval.dhp.benchmark import (
 )
 from hdeval.dhp.catalogue import perturbations_for
 from hdeval.dhp.rules import CharacterDeletion, InstructionInjection, SentenceReorder
-from hdeval.dhp.runner import run_suite
+from hdeval.dhp.runner import dhp_samples, reads_references, run_suite
 from hdeval.dhp.statistics import discernment, harmonic_mean_p, level_weighted_average, wilcoxon_p
 from hdeval.dhp.text import detokenize
 from hdeval.dhp.weights import EXPERT_WEIGHTS, resolve_weights
@@ -313,6 +314,27 @@ def test_reference_samples_seeded_choice(summeval_data):
     assert one.equals(reference_samples(summeval_data, n=1, seed=3))
     with pytest.raises(ConfigError):
         reference_samples(summeval_data, n=5, seed=0)
+
+
+def test_a_bundle_reading_references_perturbs_each_documents_best_rated_text(
+    summeval_data, summeval_rows
+):
+    best = best_rated_samples(summeval_data, n=2, seed=3, detokenise=False)
+    assert list(best.index) == list(reference_samples(summeval_data, n=2, seed=3).index)
+    rank = summeval_data.targets.rank(pct=True).mean(axis=1)
+    for doc_id, row in best.iterrows():
+        texts = summeval_data.samples.index[summeval_data.samples["doc_id"] == doc_id]
+        top = rank.loc[texts].idxmax()
+        assert row["output"] == summeval_data.samples.loc[top, "output"]
+        assert row["references"] == summeval_data.samples.loc[top, "references"]  # every one
+        assert row["system_id"] == summeval_data.samples.loc[top, "system_id"]
+    settings = DHPParams(n_texts=2, seed=3)
+    assert dhp_samples(summeval_data, settings, with_references=True).equals(
+        best_rated_samples(summeval_data, 2, 3)
+    )
+    assert dhp_samples(summeval_data, settings).equals(reference_samples(summeval_data, 2, 3))
+    assert reads_references({"families": ["slots", "references"]})
+    assert not reads_references({"families": ["coverage"]}) and not reads_references({})
 
 
 # --------------------------------------------------------------------------- tasks

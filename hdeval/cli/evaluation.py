@@ -36,6 +36,14 @@ AspectsOption = Annotated[
 ]
 
 
+def _reads_references(scorers) -> bool:
+    """Whether one of ``scorers`` is a bundle that reads the references."""
+    from hdeval.baselines.registry import BundleScorer
+    from hdeval.dhp.runner import reads_references
+
+    return any(reads_references(s.evaluator.card) for s in scorers if isinstance(s, BundleScorer))
+
+
 def _text_scorers(names, model, criteria, aspects, params, data, max_chars):
     """The named TextScorers on one cached judge, the labels they are judged on, the judge and
     the params. The bundle, the criteria and the labels are checked before the judge loads."""
@@ -102,7 +110,8 @@ def compare_command(
         from hdeval.params import DHPParams
 
         settings = DHPParams(n_texts=dhp_texts)
-        results = run_suite(scorers, dhp_samples(labels, settings), settings, None, dhp)
+        samples = dhp_samples(labels, settings, _reads_references(scorers))
+        results = run_suite(scorers, samples, settings, None, dhp)
         figures = summary(results)
         _print_dhp(figures)
         text += "\n" + dhp_markdown(figures)
@@ -166,7 +175,8 @@ def dhp_command(
     )
     gates = AcceptanceParams(dhp_threshold=threshold, on_failure="fail" if fail else "warn")
     perturber = judge if llm_perturbations else None
-    results = run_suite(scorers, dhp_samples(labels, settings), settings, perturber, out)
+    samples = dhp_samples(labels, settings, _reads_references(scorers))
+    results = run_suite(scorers, samples, settings, perturber, out)
     figures = summary(results)
     (out / "summary.json").write_text(json.dumps(figures, indent=2) + "\n")
     _print_dhp(figures)

@@ -55,13 +55,7 @@ def reference_samples(
     ``detokenise`` undoes SummEval's word tokenisation ("Spurs 's draw ." -> "Spurs's draw."),
     as an LLM perturber returns natural text and the two must not differ in that alone.
     """
-    first = data.samples.drop_duplicates("doc_id", keep="first")
-    first = first[first["references"].map(lambda refs: len(refs) > 0)]
-    if n is not None:
-        if not 1 <= n <= len(first):
-            raise ConfigError(f"n must be between 1 and {len(first)} documents, got {n}")
-        chosen = np.random.default_rng(seed).choice(len(first), size=n, replace=False)
-        first = first.iloc[np.sort(chosen)]
+    first = _drawn_documents(data, n, seed)
     optional = [c for c in OPTIONAL_COLUMNS if c in first.columns]
     rows = []
     for _, row in first.iterrows():
@@ -76,6 +70,52 @@ def reference_samples(
                 **{c: row[c] for c in optional},
             }
         )
+    return _sample_table(rows, optional)
+
+
+def best_rated_samples(
+    data: LabelledData, n: int | None, seed: int, detokenise: bool = True
+) -> pd.DataFrame:
+    """One row per document whose ``output`` is its best-rated text, with every reference.
+
+    For a scorer that reads the references (a bundle trained with the references family) a
+    reference cannot be the original: it would be scored against itself, or with none where a
+    document has one. The same documents as :func:`reference_samples` are drawn; a document's
+    best-rated text has the highest mean percentile rank over the aspects (ties: data order).
+    """
+    drawn = set(_drawn_documents(data, n, seed)["doc_id"])
+    rank = data.targets.rank(pct=True).mean(axis=1)
+    samples = data.samples[data.samples["doc_id"].isin(drawn)]
+    best = rank.loc[samples.index].groupby(samples["doc_id"], sort=False).idxmax()
+    optional = [c for c in OPTIONAL_COLUMNS if c in samples.columns]
+    rows = []
+    for _, row in samples.loc[best.to_numpy()].iterrows():
+        rows.append(
+            {
+                "doc_id": row["doc_id"],
+                "system_id": row["system_id"],
+                "source": row["source"],
+                "output": detokenize(row["output"]) if detokenise else row["output"],
+                "references": list(row["references"]),
+                **{c: row[c] for c in optional},
+            }
+        )
+    return _sample_table(rows, optional)
+
+
+def _drawn_documents(data: LabelledData, n: int | None, seed: int) -> pd.DataFrame:
+    """The first row of ``n`` documents with a reference, drawn with ``seed``, in data order."""
+    first = data.samples.drop_duplicates("doc_id", keep="first")
+    first = first[first["references"].map(lambda refs: len(refs) > 0)]
+    if n is not None:
+        if not 1 <= n <= len(first):
+            raise ConfigError(f"n must be between 1 and {len(first)} documents, got {n}")
+        chosen = np.random.default_rng(seed).choice(len(first), size=n, replace=False)
+        first = first.iloc[np.sort(chosen)]
+    return first
+
+
+def _sample_table(rows: list[dict], optional: list[str]) -> pd.DataFrame:
     columns = ["doc_id", "system_id", "source", "output", "references", *optional]
     table = pd.DataFrame(rows, columns=columns, dtype=object)
     table.index = pd.Index([str(d) for d in table["doc_id"]], dtype=object, name="id")

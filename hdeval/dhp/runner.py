@@ -17,6 +17,7 @@ from hdeval.data import LabelledData
 from hdeval.dhp.benchmark import (
     DHPResult,
     _combined_samples,
+    best_rated_samples,
     failed_perturbations,
     plot_dhp,
     reference_samples,
@@ -26,21 +27,32 @@ from hdeval.dhp.catalogue import perturb_all, perturbations_for
 from hdeval.dhp.weights import EXPERT_WEIGHTS
 from hdeval.llm.judge import CachedJudge
 from hdeval.params import DHPParams
+from hdeval.scoring.family_columns import REFERENCE_FAMILIES
 
 log = logging.getLogger(__name__)
 
 
-def dhp_samples(data: LabelledData, params: DHPParams) -> pd.DataFrame:
-    """The originals DHP perturbs: one reference text per drawn document."""
-    return reference_samples(
-        data, min(params.n_texts, data.samples["doc_id"].nunique()), params.seed
-    )
+def dhp_samples(
+    data: LabelledData, params: DHPParams, with_references: bool = False
+) -> pd.DataFrame:
+    """The originals DHP perturbs: one reference text per drawn document, or where a scorer
+    reads the references (``with_references``), the document's best-rated text beside them."""
+    n = min(params.n_texts, data.samples["doc_id"].nunique())
+    draw = best_rated_samples if with_references else reference_samples
+    return draw(data, n, params.seed)
 
 
-def rule_perturbed_samples(data: LabelledData, params: DHPParams) -> pd.DataFrame:
+def reads_references(card: Mapping) -> bool:
+    """Whether a bundle with this card reads the references (the references family)."""
+    return bool(REFERENCE_FAMILIES & set(card.get("families", ())))
+
+
+def rule_perturbed_samples(
+    data: LabelledData, params: DHPParams, with_references: bool = False
+) -> pd.DataFrame:
     """The originals and their rule-made perturbed copies, as DHP scores them in one table
     (LLM-made perturbations left out: they need the perturber's replies)."""
-    samples = dhp_samples(data, params)
+    samples = dhp_samples(data, params, with_references)
     perturbations = perturbations_for(params.task, False, params.probes)
     tables, _ = perturb_all(samples, perturbations, None, params.seed)
     return _combined_samples(samples, tables)[0]
@@ -120,4 +132,4 @@ def _finite(value: float) -> float | None:
     return None if value != value or value in (float("inf"), float("-inf")) else float(value)
 
 
-__all__ = ["dhp_markdown", "dhp_samples", "run_suite", "summary"]
+__all__ = ["dhp_markdown", "dhp_samples", "reads_references", "run_suite", "summary"]

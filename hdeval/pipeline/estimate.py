@@ -26,7 +26,7 @@ from hdeval import workspace as ws
 from hdeval.baselines.registry import BASELINES, make_scorers, without_likelihood
 from hdeval.data import LabelledData, load_labels
 from hdeval.data.splitting import load_split
-from hdeval.dhp.runner import rule_perturbed_samples
+from hdeval.dhp.runner import reads_references, rule_perturbed_samples
 from hdeval.errors import HDEvalError
 from hdeval.export.evaluator import Evaluator, open_bundle
 from hdeval.llm.judge import CachedJudge
@@ -151,9 +151,12 @@ def _plan(run: _Run, upper: bool) -> tuple[list[StageCost], list[str]]:
     dhp = StageCost("dhp", run.state.reruns("dhp"))
     if dhp.rerun:
         labels = load_labels(params.data.path, params.data.aspects, params.data.score_range)
-        combined = rule_perturbed_samples(labels, params.dhp)
         current = run.bundle(tree, retrained_too=True)
         bundle = current if not upper or not run.state.reruns("train") else None
+        reads = reads_references(
+            bundle.card if bundle is not None else {"families": params.hierarchy.families}
+        )
+        combined = rule_perturbed_samples(labels, params.dhp, reads)
         if bundle is not None:
             try:
                 planner.count(dhp, bundle.scorer.plan(combined, bundle.tree))
