@@ -3,11 +3,13 @@ of a sample, without a judge; the real judge's families are tested in test_famil
 
 from __future__ import annotations
 
+import typing
+
 import pytest
 
 from hdeval.errors import DataValidationError
 from hdeval.llm.types import LogLikelihood
-from hdeval.params import TaskSpec
+from hdeval.params import Family, TaskSpec
 from hdeval.scoring.columns import Profile, describe, feature_columns, group_of, orientation
 from hdeval.scoring.families import (
     FamilySample,
@@ -18,6 +20,10 @@ from hdeval.scoring.families import (
 )
 from hdeval.scoring.family_columns import FAMILY_COLUMNS
 from hdeval.scoring.sources import dialogue_parts, parse_mr, realised, sentence_spans
+
+
+def test_every_family_a_param_names_has_columns_and_no_other() -> None:
+    assert set(typing.get_args(Family)) == set(FAMILY_COLUMNS)
 
 
 def test_meaning_representation_pairs_and_what_is_spoken() -> None:

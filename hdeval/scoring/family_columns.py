@@ -3,9 +3,7 @@ words and explanation groups. Data only: the feature-column protocol reads it.""
 
 from __future__ import annotations
 
-FAMILIES = ("coverage", "sentences", "repetition", "slots", "dialogue", "references")
-
-#: Columns of each family, in order.
+#: Columns of each family, in order (its keys are the names ``hierarchy.families`` takes).
 FAMILY_COLUMNS: dict[str, tuple[str, ...]] = {
     "coverage": ("cov:_text", "cov.gain:_text"),
     "sentences": ("spmi.min:_text", "spmi.max:_text", "spmi.neg:_text", "len.sents:_text"),
