@@ -4,7 +4,7 @@ perturbed texts (the acceptance stage gates the evaluator on it)."""
 from hdeval import workspace as ws
 from hdeval.baselines.registry import HDEVAL, make_scorers, without_likelihood
 from hdeval.data import load_labels
-from hdeval.dhp.runner import dhp_markdown, dhp_samples, reads_references, run_suite, summary
+from hdeval.dhp.runner import dhp_markdown, dhp_samples, run_suite, summary
 from hdeval.export.evaluator import Evaluator
 from hdeval.llm.judge import open_judge
 from hdeval.params import load_params
@@ -25,7 +25,7 @@ def main() -> None:
     if settings.llm_perturbations:
         perturber = open_judge(settings.perturber, judge.cache) if settings.perturber else judge
     out = ws.fresh(ws.DHP)
-    samples = dhp_samples(labels, settings, reads_references(evaluator.card))
+    samples = dhp_samples(labels, settings, evaluator.reads_references)
     results = run_suite(scorers, samples, settings, perturber, out)
     cost = judge.cost()
     if perturber is not None and perturber is not judge:

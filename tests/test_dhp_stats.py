@@ -24,12 +24,13 @@ from hdeval.dhp.benchmark import (
 )
 from hdeval.dhp.catalogue import perturbations_for
 from hdeval.dhp.rules import CharacterDeletion, InstructionInjection, SentenceReorder
-from hdeval.dhp.runner import dhp_samples, reads_references, run_suite
+from hdeval.dhp.runner import dhp_samples, run_suite
 from hdeval.dhp.statistics import discernment, harmonic_mean_p, level_weighted_average, wilcoxon_p
 from hdeval.dhp.text import detokenize
 from hdeval.dhp.weights import EXPERT_WEIGHTS, resolve_weights
 from hdeval.errors import ConfigError
 from hdeval.params import DHPParams
+from hdeval.scoring.family_columns import reads_references
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -333,8 +334,8 @@ def test_a_bundle_reading_references_perturbs_each_documents_best_rated_text(
         best_rated_samples(summeval_data, 2, 3)
     )
     assert dhp_samples(summeval_data, settings).equals(reference_samples(summeval_data, 2, 3))
-    assert reads_references({"families": ["slots", "references"]})
-    assert not reads_references({"families": ["coverage"]}) and not reads_references({})
+    assert reads_references(["slots", "references"])
+    assert not reads_references(["coverage"]) and not reads_references([])
 
 
 # --------------------------------------------------------------------------- tasks

@@ -39,9 +39,8 @@ AspectsOption = Annotated[
 def _reads_references(scorers) -> bool:
     """Whether one of ``scorers`` is a bundle that reads the references."""
     from hdeval.baselines.registry import BundleScorer
-    from hdeval.dhp.runner import reads_references
 
-    return any(reads_references(s.evaluator.card) for s in scorers if isinstance(s, BundleScorer))
+    return any(s.evaluator.reads_references for s in scorers if isinstance(s, BundleScorer))
 
 
 def _text_scorers(names, model, criteria, aspects, params, data, max_chars):

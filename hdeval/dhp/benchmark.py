@@ -56,21 +56,10 @@ def reference_samples(
     as an LLM perturber returns natural text and the two must not differ in that alone.
     """
     first = _drawn_documents(data, n, seed)
-    optional = [c for c in OPTIONAL_COLUMNS if c in first.columns]
-    rows = []
-    for _, row in first.iterrows():
-        refs = list(row["references"])
-        rows.append(
-            {
-                "doc_id": row["doc_id"],
-                "system_id": "reference",
-                "source": row["source"],
-                "output": detokenize(refs[0]) if detokenise else refs[0],
-                "references": refs[1:],
-                **{c: row[c] for c in optional},
-            }
-        )
-    return _sample_table(rows, optional)
+    refs = first["references"]
+    return _originals(
+        first, "reference", refs.map(lambda r: r[0]), refs.map(lambda r: list(r[1:])), detokenise
+    )
 
 
 def best_rated_samples(
@@ -87,20 +76,9 @@ def best_rated_samples(
     rank = data.targets.rank(pct=True).mean(axis=1)
     samples = data.samples[data.samples["doc_id"].isin(drawn)]
     best = rank.loc[samples.index].groupby(samples["doc_id"], sort=False).idxmax()
-    optional = [c for c in OPTIONAL_COLUMNS if c in samples.columns]
-    rows = []
-    for _, row in samples.loc[best.to_numpy()].iterrows():
-        rows.append(
-            {
-                "doc_id": row["doc_id"],
-                "system_id": row["system_id"],
-                "source": row["source"],
-                "output": detokenize(row["output"]) if detokenise else row["output"],
-                "references": list(row["references"]),
-                **{c: row[c] for c in optional},
-            }
-        )
-    return _sample_table(rows, optional)
+    chosen = samples.loc[best.to_numpy()]
+    refs = chosen["references"].map(list)
+    return _originals(chosen, chosen["system_id"], chosen["output"], refs, detokenise)
 
 
 def _drawn_documents(data: LabelledData, n: int | None, seed: int) -> pd.DataFrame:
@@ -115,9 +93,25 @@ def _drawn_documents(data: LabelledData, n: int | None, seed: int) -> pd.DataFra
     return first
 
 
-def _sample_table(rows: list[dict], optional: list[str]) -> pd.DataFrame:
-    columns = ["doc_id", "system_id", "source", "output", "references", *optional]
-    table = pd.DataFrame(rows, columns=columns, dtype=object)
+def _originals(
+    chosen: pd.DataFrame,
+    system_id: str | pd.Series,
+    output: pd.Series,
+    references: pd.Series,
+    detokenise: bool,
+) -> pd.DataFrame:
+    """DHP's originals, one per document of ``chosen`` (a row each), indexed by doc id; optional
+    columns (a story's ``wrong_ending``) come from the chosen row."""
+    optional = [c for c in OPTIONAL_COLUMNS if c in chosen.columns]
+    columns = {
+        "doc_id": chosen["doc_id"],
+        "system_id": system_id,
+        "source": chosen["source"],
+        "output": output.map(detokenize) if detokenise else output,
+        "references": references,
+        **{c: chosen[c] for c in optional},
+    }
+    table = pd.DataFrame(columns, index=chosen.index, dtype=object)
     table.index = pd.Index([str(d) for d in table["doc_id"]], dtype=object, name="id")
     return table
 

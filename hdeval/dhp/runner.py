@@ -27,7 +27,6 @@ from hdeval.dhp.catalogue import perturb_all, perturbations_for
 from hdeval.dhp.weights import EXPERT_WEIGHTS
 from hdeval.llm.judge import CachedJudge
 from hdeval.params import DHPParams
-from hdeval.scoring.family_columns import REFERENCE_FAMILIES
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +39,6 @@ def dhp_samples(
     n = min(params.n_texts, data.samples["doc_id"].nunique())
     draw = best_rated_samples if with_references else reference_samples
     return draw(data, n, params.seed)
-
-
-def reads_references(card: Mapping) -> bool:
-    """Whether a bundle with this card reads the references (the references family)."""
-    return bool(REFERENCE_FAMILIES & set(card.get("families", ())))
 
 
 def rule_perturbed_samples(
@@ -132,4 +126,4 @@ def _finite(value: float) -> float | None:
     return None if value != value or value in (float("inf"), float("-inf")) else float(value)
 
 
-__all__ = ["dhp_markdown", "dhp_samples", "reads_references", "run_suite", "summary"]
+__all__ = ["dhp_markdown", "dhp_samples", "run_suite", "summary"]

@@ -25,7 +25,7 @@ from hdeval.params import TaskSpec
 from hdeval.scales import clip_to_ranges
 from hdeval.scoring.columns import Profile, feature_columns
 from hdeval.scoring.criterion_scorer import CriterionScorer
-from hdeval.scoring.family_columns import REFERENCE_FAMILIES
+from hdeval.scoring.family_columns import reads_references
 from hdeval.scoring.prompts import TEMPLATE_VERSION
 from hdeval.scoring.run import Sample, ScoringFailure, Truncation, samples_of
 from hdeval.tree.criteria import CriteriaTree
@@ -146,7 +146,7 @@ def profile_of(card: dict) -> Profile:
 
 def check_references(path: Path, card: dict, samples: Sequence[Sample]) -> None:
     """Refuse rows without references when the bundle reads them (the references family)."""
-    if not any(f in REFERENCE_FAMILIES for f in card.get("families", ())):
+    if not reads_references(card.get("families", ())):
         return
     missing = [s.id for s in samples if not any(r.strip() for r in s.references)]
     if missing:
@@ -199,6 +199,11 @@ class Evaluator:
     @property
     def feature_names(self) -> list[str]:
         return list(self.card["feature_names"])
+
+    @property
+    def reads_references(self) -> bool:
+        """Whether it reads every text's references (trained with the references family)."""
+        return reads_references(self.card.get("families", ()))
 
     @classmethod
     def load(

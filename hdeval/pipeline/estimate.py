@@ -26,7 +26,7 @@ from hdeval import workspace as ws
 from hdeval.baselines.registry import BASELINES, make_scorers, without_likelihood
 from hdeval.data import LabelledData, load_labels
 from hdeval.data.splitting import load_split
-from hdeval.dhp.runner import reads_references, rule_perturbed_samples
+from hdeval.dhp.runner import rule_perturbed_samples
 from hdeval.errors import HDEvalError
 from hdeval.export.evaluator import Evaluator, open_bundle
 from hdeval.llm.judge import CachedJudge
@@ -35,6 +35,7 @@ from hdeval.pipeline.project_state import ProjectState
 from hdeval.pipeline.request_count import Planner, Probes, StageCost
 from hdeval.scoring.columns import Profile
 from hdeval.scoring.criterion_scorer import CriterionScorer
+from hdeval.scoring.family_columns import reads_references
 from hdeval.scoring.family_scorer import FamilyScorer
 from hdeval.scoring.run import samples_of
 from hdeval.training.hierarchy import criteria_to_expand, next_layer, usable_modes
@@ -153,8 +154,10 @@ def _plan(run: _Run, upper: bool) -> tuple[list[StageCost], list[str]]:
         labels = load_labels(params.data.path, params.data.aspects, params.data.score_range)
         current = run.bundle(tree, retrained_too=True)
         bundle = current if not upper or not run.state.reruns("train") else None
-        reads = reads_references(
-            bundle.card if bundle is not None else {"families": params.hierarchy.families}
+        reads = (
+            bundle.reads_references
+            if bundle is not None
+            else reads_references(params.hierarchy.families)
         )
         combined = rule_perturbed_samples(labels, params.dhp, reads)
         if bundle is not None:

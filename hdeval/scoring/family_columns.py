@@ -3,6 +3,8 @@ words and explanation groups. Data only: the feature-column protocol reads it.""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 #: Columns of each family, in order (its keys are the names ``hierarchy.families`` takes).
 FAMILY_COLUMNS: dict[str, tuple[str, ...]] = {
     "coverage": ("cov:_text", "cov.gain:_text"),
@@ -50,6 +52,11 @@ GROUPS = {
     "rouge": "agreement with the references",
 }
 REFERENCE_FAMILIES = frozenset({"references"})
+
+
+def reads_references(families: Iterable[str]) -> bool:
+    """Whether a bundle of these families reads every text's references."""
+    return not REFERENCE_FAMILIES.isdisjoint(families)
 
 
 def family_of(column: str) -> str | None:
