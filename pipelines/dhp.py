@@ -3,8 +3,7 @@ perturbed texts (the acceptance stage gates the evaluator on it)."""
 
 from hdeval import workspace as ws
 from hdeval.baselines.registry import HDEVAL, make_scorers, without_likelihood
-from hdeval.data import load_labels
-from hdeval.dhp.runner import dhp_markdown, dhp_samples, run_suite, summary
+from hdeval.dhp.runner import dhp_markdown, dhp_samples, run_suite, stage_labels, summary
 from hdeval.export.evaluator import Evaluator
 from hdeval.llm.judge import open_judge
 from hdeval.params import load_params
@@ -15,7 +14,6 @@ def main() -> None:
     params = load_params(ws.PARAMS)
     settings, data = params.dhp, params.data
     judge = open_judge(params.llm)
-    labels = load_labels(data.path, data.aspects, data.score_range)
     names, left_out = without_likelihood([HDEVAL, *settings.baselines], judge.likelihood_problem())
     evaluator = Evaluator.load(ws.BUNDLE, judge, params.llm.strict_precision)
     scorers = make_scorers(
@@ -25,7 +23,8 @@ def main() -> None:
     if settings.llm_perturbations:
         perturber = open_judge(settings.perturber, judge.cache) if settings.perturber else judge
     out = ws.fresh(ws.DHP)
-    samples = dhp_samples(labels, settings, evaluator.reads_references)
+    reads = evaluator.reads_references
+    samples = dhp_samples(stage_labels(data, reads), settings, reads)
     results = run_suite(scorers, samples, settings, perturber, out)
     cost = judge.cost()
     if perturber is not None and perturber is not judge:

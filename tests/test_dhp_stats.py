@@ -13,7 +13,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from hdeval.data import load_labels
+from hdeval.data import load_labels, save_labels
 from hdeval.dhp.benchmark import (
     DHPResult,
     best_rated_samples,
@@ -24,12 +24,12 @@ from hdeval.dhp.benchmark import (
 )
 from hdeval.dhp.catalogue import perturbations_for
 from hdeval.dhp.rules import CharacterDeletion, InstructionInjection, SentenceReorder
-from hdeval.dhp.runner import dhp_samples, run_suite
+from hdeval.dhp.runner import dhp_samples, run_suite, stage_labels
 from hdeval.dhp.statistics import discernment, harmonic_mean_p, level_weighted_average, wilcoxon_p
 from hdeval.dhp.text import detokenize
 from hdeval.dhp.weights import EXPERT_WEIGHTS, resolve_weights
 from hdeval.errors import ConfigError
-from hdeval.params import DHPParams
+from hdeval.params import DataParams, DHPParams
 from hdeval.scoring.family_columns import reads_references
 
 REPO = Path(__file__).resolve().parents[1]
@@ -315,6 +315,23 @@ def test_reference_samples_seeded_choice(summeval_data):
     assert one.equals(reference_samples(summeval_data, n=1, seed=3))
     with pytest.raises(ConfigError):
         reference_samples(summeval_data, n=5, seed=0)
+
+
+def test_the_dhp_stage_draws_a_references_bundles_originals_from_held_out_documents(
+    summeval_data, summeval_rows, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    held_out = summeval_rows[0]["doc_id"]
+    prepared = summeval_data.samples.index[summeval_data.samples["doc_id"] == held_out]
+    (tmp_path / "work" / "prepared").mkdir(parents=True)
+    save_labels(summeval_data.subset(prepared), tmp_path / "work" / "prepared" / "test.jsonl")
+    config = DataParams(path=tmp_path / "labels.jsonl", aspects=list(summeval_data.aspects))
+    settings = DHPParams(n_texts=2)
+
+    every = dhp_samples(stage_labels(config, False), settings, False)
+    assert len(every) == 2 and held_out in every.index  # reference-free: every document
+    drawn = dhp_samples(stage_labels(config, True), settings, True)
+    assert list(drawn.index) == [held_out]  # the training document is never drawn
 
 
 def test_a_bundle_reading_references_perturbs_each_documents_best_rated_text(

@@ -130,7 +130,13 @@ def _print_dhp(figures: dict) -> None:
 
 @app.command("dhp")
 def dhp_command(
-    data: Annotated[Path, typer.Argument(help="Labelled rows with references (JSONL or CSV).")],
+    data: Annotated[
+        Path,
+        typer.Argument(
+            help="Labelled rows with references (JSONL or CSV); for a bundle that reads the "
+            "references, rows it was not trained on (work/prepared/test.jsonl)."
+        ),
+    ],
     out: Annotated[Path, typer.Option(help="Directory for the tables, charts and summary.")],
     model: ModelOption = None,
     scorer: ScorerNames = None,

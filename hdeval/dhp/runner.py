@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from hdeval import workspace as ws
 from hdeval.baselines.registry import TextScorer
-from hdeval.data import LabelledData
+from hdeval.data import LabelledData, load_labels
 from hdeval.dhp.benchmark import (
     DHPResult,
     _combined_samples,
@@ -26,9 +27,17 @@ from hdeval.dhp.benchmark import (
 from hdeval.dhp.catalogue import perturb_all, perturbations_for
 from hdeval.dhp.weights import EXPERT_WEIGHTS
 from hdeval.llm.judge import CachedJudge
-from hdeval.params import DHPParams
+from hdeval.params import DataParams, DHPParams
 
 log = logging.getLogger(__name__)
+
+
+def stage_labels(data: DataParams, with_references: bool) -> LabelledData:
+    """The rows the dhp stage draws its originals from: the held-out rows
+    (``work/prepared/test.jsonl``) for a bundle that reads the references, as its originals are
+    texts it may have been fit on (:func:`dhp_samples`); every row of ``data.path`` otherwise."""
+    path = ws.PREPARED / "test.jsonl" if with_references else data.path
+    return load_labels(path, data.aspects, data.score_range)
 
 
 def dhp_samples(

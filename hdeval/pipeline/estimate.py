@@ -151,13 +151,17 @@ def _plan(run: _Run, upper: bool) -> tuple[list[StageCost], list[str]]:
 
     dhp = StageCost("dhp", run.state.reruns("dhp"))
     if dhp.rerun:
-        labels = load_labels(params.data.path, params.data.aspects, params.data.score_range)
         current = run.bundle(tree, retrained_too=True)
         bundle = current if not upper or not run.state.reruns("train") else None
         reads = (
             bundle.reads_references
             if bundle is not None
             else reads_references(params.hierarchy.families)
+        )
+        labels = (
+            run.test  # the dhp stage draws a references bundle's originals from held-out documents
+            if reads
+            else load_labels(params.data.path, params.data.aspects, params.data.score_range)
         )
         combined = rule_perturbed_samples(labels, params.dhp, reads)
         if bundle is not None:
