@@ -29,9 +29,11 @@ from tests.dvc_project import summeval_rows, write_jsonl
 from tests.servers import MODEL_ALIAS
 
 
-def _tiny_params(tmp_path: Path, systems: tuple[str, ...] = ("M0", "M8")) -> Params:
+def _tiny_params(
+    tmp_path: Path, systems: tuple[str, ...] = ("M0", "M8"), families: tuple[str, ...] = ()
+) -> Params:
     """Three SummEval documents (their first 120 words) x a summary per system, coherence only,
-    two layers."""
+    two layers; ``families``: hierarchy.families (default: params' own)."""
     rows = summeval_rows(48, set(systems), source_words=120)
     write_jsonl(tmp_path / "labels.jsonl", rows)
     shipped = CriteriaTree.from_yaml(REPO / "data/summeval/aspects.yaml")
@@ -47,7 +49,7 @@ def _tiny_params(tmp_path: Path, systems: tuple[str, ...] = ("M0", "M8")) -> Par
             },
             "hierarchy": {
                 "layers": 2, "children": 2, "top_k": 1, "cv_folds": 2, "importance_repeats": 1,
-                "min_mode_gain": None,
+                "min_mode_gain": None, **({"families": list(families)} if families else {}),
             },
             "dhp": {"n_texts": 2},
         }
@@ -62,7 +64,9 @@ def _estimate(params: Params, judge: CachedJudge, root: Path) -> Estimate:
 
 @pytest.mark.model
 def test_estimated_calls_match_the_real_run(embedded_backend, tmp_path):
-    params = _tiny_params(tmp_path, ("M0", "M1", "M8", "M22"))  # 8 training texts
+    # 8 training texts; with the references family a text's passes read five prefixes
+    families = ("coverage", "sentences", "repetition", "references")
+    params = _tiny_params(tmp_path, ("M0", "M1", "M8", "M22"), families)
     judge = CachedJudge(embedded_backend, ResultCache(tmp_path / "cache.sqlite"))
 
     before = _estimate(params, judge, tmp_path)

@@ -1,10 +1,12 @@
 """Local transformers backend with shared-prefix KV caching and batched item passes.
 
 A request is ``chat_head + segment_1 + ... + segment_n + suffix + chat_tail``. The KV cache of
-every prefix level is kept in a small LRU, so the source is encoded once for all texts of a
-document and the text once for all its criteria. The suffixes run as the rows of batched passes
-over the shared cache (:mod:`hdeval.llm.kv_passes`: no row sees another, so an item's answer does
-not depend on what else is asked); only the needed positions get the vocabulary projection.
+every prefix level is kept in an LRU that holds all a text's passes read (up to eight: source,
+source and text, source-free prompt, a signal family's segments), so the source is encoded once
+for all texts of a document and the text once for all its criteria. The suffixes run as the
+rows of batched passes over the shared cache (:mod:`hdeval.llm.kv_passes`: no row sees another,
+so an item's answer does not depend on what else is asked); only the needed positions get the
+vocabulary projection.
 A likelihood request reads the text after an instruction; the KV of each instruction over a
 document is computed once and kept, so per text only its own tokens are computed, and
 :meth:`TransformersBackend.token_logprobs` returns every token's log-probability.
@@ -56,7 +58,7 @@ class TransformersBackend(SharedPrefixPasses):
         model_path: str | Path,
         dtype: str = "auto",
         device: str = "cpu",
-        prefix_cache_size: int = 4,
+        prefix_cache_size: int = 12,
         context_cache_size: int = 64,
         min_digit_mass: float = DEFAULT_MIN_MASS,
         threads: int | None = None,
