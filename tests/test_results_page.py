@@ -46,6 +46,16 @@ def test_a_record_without_its_cpu_and_time_says_so(tmp_path) -> None:
     assert "5,000 answers read from the result cache" in run_section("t", "s", metrics)
     assert summary_table(tmp_path).splitlines()[-1].endswith("| 10.0 (answers cached) |")
     assert "a cold run's calls, tokens and minutes" in cost_table(tmp_path)
+    # a run that read its training texts' answers from an earlier run and computed the rest
+    metrics["llm"].update(llm_calls=1216)
+    metrics["llm"]["stages"]["layer@1"].update(llm_calls=0, cache_hits=2529)
+    (tmp_path / "metrics.json").write_text(json.dumps(metrics))
+    assert "1,216 computed, the rest read from the result cache" in run_section("t", "s", metrics)
+    assert summary_table(tmp_path).splitlines()[-1].endswith("| 10.0 (partly cached) |")
+    metrics["llm"]["stages"]["layer@1"].update(llm_calls=2176, cache_hits=0)  # a cold run
+    (tmp_path / "metrics.json").write_text(json.dumps(metrics))
+    assert "result cache" not in run_section("t", "s", metrics)
+    assert summary_table(tmp_path).splitlines()[-1].endswith("| 10.0 |")
 
 
 def test_the_headline_is_a_few_numbers_of_the_full_record() -> None:

@@ -71,10 +71,19 @@ def _from_cache(llm: Mapping) -> bool:
     return bool(llm.get("cache_hits")) and not llm["llm_calls"]
 
 
+def _partly_from_cache(llm: Mapping) -> bool:
+    """Whether a run that computed answers read its first stage's from an earlier run: a cold
+    run's layer@1 asks the judge first, so it finds none of its answers cached."""
+    first = llm.get("stages", {}).get("layer@1", {})
+    return bool(first.get("cache_hits")) and not first.get("llm_calls") and not _from_cache(llm)
+
+
 def _run_minutes(llm: Mapping) -> str:
     """A run's minutes, marked where its answers came from the cache."""
-    cached = llm.get("seconds") and _from_cache(llm)
-    return _minutes(llm.get("seconds")) + (" (answers cached)" if cached else "")
+    minutes = _minutes(llm.get("seconds"))
+    if llm.get("seconds") and _from_cache(llm):
+        return minutes + " (answers cached)"
+    return minutes + (" (partly cached)" if llm.get("seconds") and _partly_from_cache(llm) else "")
 
 
 def _time_and_cpu(metrics: Mapping) -> str:
@@ -89,6 +98,11 @@ def _time_and_cpu(metrics: Mapping) -> str:
         line += (
             f" ({llm['cache_hits']:,} answers read from the result cache of an earlier run, "
             "so not a cold run's time: docs/benchmarks.md has that)"
+        )
+    elif _partly_from_cache(llm):
+        line += (
+            f" ({llm['llm_calls']:,} computed, the rest read from the result cache of an earlier "
+            "run, so not a cold run's time: docs/benchmarks.md has that)"
         )
     return line
 
