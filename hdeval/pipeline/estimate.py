@@ -178,7 +178,11 @@ def _plan(run: _Run, upper: bool) -> tuple[list[StageCost], list[str]]:
                 "criterion of the final tree"
             )
         elif run.state.reruns("train"):
-            dhp.notes.append("bundle counted as reading every criterion (train picks a subset)")
+            dhp.notes.append(
+                "bundle counted as reading every criterion and signal family (train picks a "
+                "subset: a family that adds less than hierarchy.min_family_gain, and its passes, "
+                "are left out)"
+            )
         kept, _ = without_likelihood(params.dhp.baselines, problem)
         for baseline in make_scorers(kept, run.judge, task, aspects, names):
             planner.count(dhp, baseline.plan(combined))
