@@ -75,15 +75,17 @@ def _partly_from_cache(llm: Mapping) -> bool:
     """Whether a run that computed answers read its first stage's from an earlier run: a cold
     run's layer@1 asks the judge first, so it finds none of its answers cached."""
     first = llm.get("stages", {}).get("layer@1", {})
-    return bool(first.get("cache_hits")) and not first.get("llm_calls") and not _from_cache(llm)
+    return bool(llm["llm_calls"] and first.get("cache_hits") and not first.get("llm_calls"))
 
 
 def _run_minutes(llm: Mapping) -> str:
     """A run's minutes, marked where its answers came from the cache."""
     minutes = _minutes(llm.get("seconds"))
-    if llm.get("seconds") and _from_cache(llm):
+    if not llm.get("seconds"):
+        return minutes
+    if _from_cache(llm):
         return minutes + " (answers cached)"
-    return minutes + (" (partly cached)" if llm.get("seconds") and _partly_from_cache(llm) else "")
+    return minutes + (" (partly cached)" if _partly_from_cache(llm) else "")
 
 
 def _time_and_cpu(metrics: Mapping) -> str:
