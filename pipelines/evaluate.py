@@ -28,18 +28,19 @@ def main() -> None:
     test = load_labels(ws.PREPARED / "test.jsonl", data.aspects, data.score_range)
     judge = open_judge(params.llm)
     evaluator = Evaluator.load(ws.BUNDLE, judge, params.llm.strict_precision)
-    scores = evaluator.score_samples(test.samples)
     best = ws.read_json(ws.TUNE / "best_params.json")
     seed, hierarchy = params.hierarchy.seed, params.hierarchy
     final = ws.layer_dir(hierarchy.layers)
     tree = CriteriaTree.from_yaml(final / "tree.yaml")
     modes = ws.read_json(final / "report.json")["modes"]  # what the final layer scored
     train_x = ws.read_features(final / "features.csv")
-    # the ablations need every feature of the final layer, not only the bundle's (cached calls)
+    # the ablations need every feature of the final layer, not only the bundle's; scored first,
+    # each text reads its prefixes once, and the bundle's own calls are then all cached
     unconditioned = UNCONDITIONED in train_x.columns
     profile = Profile.of(hierarchy)
     scorer = CriterionScorer(judge, params.task, modes, unconditioned, profile)
     test_x = scorer.score(test.samples, tree)
+    scores = evaluator.score_samples(test.samples)
     predictions = ablation_predictions(
         tree,
         train_x,

@@ -134,10 +134,12 @@ def _plan(run: _Run, upper: bool) -> tuple[list[StageCost], list[str]]:
     tree, modes = _layers(run, planner, stages, assumptions, grow_when_unknown=upper)
     evaluate = StageCost("evaluate", run.state.reruns("evaluate"))
     if evaluate.rerun:
+        # in the stage's order: every feature of the final layer, then what the bundle reads
+        # beyond them (a bundle trained on them reads nothing more)
+        planner.count(evaluate, run.scorer(modes).plan(run.test.samples, tree))
         bundle = run.bundle(tree, retrained_too=False)
         if bundle is not None:
             planner.count(evaluate, bundle.scorer.plan(run.test.samples, bundle.tree))
-        planner.count(evaluate, run.scorer(modes).plan(run.test.samples, tree))
     stages.append(evaluate)
 
     params, problem = run.params, run.judge.likelihood_problem()
