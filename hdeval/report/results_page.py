@@ -21,7 +21,8 @@ RUNS = (
      "`params.yaml` with `llm.model: qwen2.5-coder-1.5b-instruct-q4_k_m`"),
     ("docs/runs/sfres.json", "Data-to-text: SFRES", "`params/sfres.yaml`"),
     ("docs/runs/sfhot.json", "Data-to-text: SFHOT", "`params/sfhot.yaml`"),
-    ("docs/runs/topical_chat.json", "Dialogue: Topical-Chat", "`params/topical_chat.yaml`"),
+    ("docs/runs/topical_chat.json", "Dialogue: Topical-Chat, 1.5B judge",
+     "`params/topical_chat.yaml`"),
 )  # fmt: skip
 #: The held-out r each run aims at (aspect-averaged dataset Pearson); a preset aims at its peer.
 TARGETS = {"metrics.json": 0.50, "docs/runs/summeval_1.5b.json": 0.55}
