@@ -332,6 +332,10 @@ def test_the_dhp_stage_draws_a_references_bundles_originals_from_held_out_docume
     assert len(every) == 2 and held_out in every.index  # reference-free: every document
     drawn = dhp_samples(stage_labels(config, True), settings, True)
     assert list(drawn.index) == [held_out]  # the training document is never drawn
+    # the estimate passes the held-out rows of its split (prepare may not have run yet)
+    split = summeval_data.subset(prepared)
+    assert stage_labels(config, True, held_out=split) is split
+    assert len(stage_labels(config, False, held_out=split).ids) == len(summeval_data.ids)
 
 
 def test_a_bundle_reading_references_perturbs_each_documents_best_rated_text(

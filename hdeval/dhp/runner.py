@@ -32,10 +32,14 @@ from hdeval.params import DataParams, DHPParams
 log = logging.getLogger(__name__)
 
 
-def stage_labels(data: DataParams, with_references: bool) -> LabelledData:
-    """The rows the dhp stage draws its originals from: the held-out rows
-    (``work/prepared/test.jsonl``) for a bundle that reads the references, as its originals are
+def stage_labels(
+    data: DataParams, with_references: bool, held_out: LabelledData | None = None
+) -> LabelledData:
+    """The rows the dhp stage draws its originals from: the held-out rows (``held_out``, else
+    ``work/prepared/test.jsonl``) for a bundle that reads the references, as its originals are
     texts it may have been fit on (:func:`dhp_samples`); every row of ``data.path`` otherwise."""
+    if with_references and held_out is not None:
+        return held_out
     path = ws.PREPARED / "test.jsonl" if with_references else data.path
     return load_labels(path, data.aspects, data.score_range)
 

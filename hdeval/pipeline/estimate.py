@@ -24,9 +24,9 @@ from dataclasses import dataclass, field, replace
 
 from hdeval import workspace as ws
 from hdeval.baselines.registry import BASELINES, make_scorers, without_likelihood
-from hdeval.data import LabelledData, load_labels
+from hdeval.data import LabelledData
 from hdeval.data.splitting import load_split
-from hdeval.dhp.runner import rule_perturbed_samples
+from hdeval.dhp.runner import rule_perturbed_samples, stage_labels
 from hdeval.errors import HDEvalError
 from hdeval.export.evaluator import Evaluator, open_bundle
 from hdeval.llm.judge import CachedJudge
@@ -160,11 +160,8 @@ def _plan(run: _Run, upper: bool) -> tuple[list[StageCost], list[str]]:
             if bundle is not None
             else reads_references(params.hierarchy.families)
         )
-        labels = (
-            run.test  # the dhp stage draws a references bundle's originals from held-out documents
-            if reads
-            else load_labels(params.data.path, params.data.aspects, params.data.score_range)
-        )
+        # the stage's draw; the held-out rows from the split, as prepare may not have run yet
+        labels = stage_labels(params.data, reads, held_out=run.test)
         combined = rule_perturbed_samples(labels, params.dhp, reads)
         if bundle is not None:
             try:
