@@ -19,7 +19,13 @@ from hdeval.scoring.families import (
     values,
 )
 from hdeval.scoring.family_columns import FAMILY_COLUMNS
-from hdeval.scoring.sources import dialogue_parts, parse_mr, realised, sentence_spans
+from hdeval.scoring.sources import (
+    dialogue_parts,
+    last_turn,
+    parse_mr,
+    realised,
+    sentence_spans,
+)
 
 
 def test_every_family_a_param_names_has_columns_and_no_other() -> None:
@@ -54,9 +60,10 @@ def test_slots_count_the_values_realised_and_left_out() -> None:
     assert not realised("chin", "Chinese food")  # whole words only
 
 
-def test_dialogue_source_splits_into_history_and_fact() -> None:
+def test_dialogue_source_splits_into_history_last_turn_and_fact() -> None:
     history, fact = dialogue_parts("Conversation history:\nhi there\nhello\n\nFact: cats purr")
     assert (history, fact) == ("hi there\nhello", "cats purr")
+    assert last_turn(history) == "hello"
     with pytest.raises(DataValidationError, match="not a dialogue source"):
         dialogue_parts("A news article.")
 

@@ -55,21 +55,27 @@ def test_sentences_and_coverage_move_with_the_text(embedded_backend, summeval_ro
     assert repeated["looped"] > repeated["whole"] + 0.1
 
 
-def test_dialogue_pmi_with_the_fact_rises_when_the_response_uses_it(embedded_backend, tmp_path):
+def test_dialogue_pmi_rises_with_the_fact_used_and_the_last_turn_answered(
+    embedded_backend, tmp_path
+):
     source = (
-        "Conversation history:\ndo you like football ?\ni love it , i watch every game .\n\n"
+        "Conversation history:\ndo you like football ?\n"
+        "i love it , i watch every game . which team do you support ?\n\n"
         "Fact: the new england patriots have won six super bowls ."
     )
-    used = "did you know the patriots have won six super bowls ?"
-    generic = "that is nice , i like it too ."
+    texts = {
+        "used": "i support the patriots , they have won six super bowls .",
+        "generic": "that is nice , i like it too .",
+        "off": "i had pasta with tomato sauce for dinner last night .",
+    }
     task = TaskSpec(output_noun="response", source_noun="dialogue context")
     run = _scorer(embedded_backend, tmp_path, ["dialogue"], task).score(
-        [Sample("used", "d", source, used), Sample("generic", "d", source, generic)],
-        TREE,
-        progress=False,
+        [Sample(k, "d", source, v) for k, v in texts.items()], TREE, progress=False
     )
     assert run.failures == []
-    assert run.features.loc["used", "pmi:_fact"] > run.features.loc["generic", "pmi:_fact"]
+    table = run.features
+    assert table.loc["used", "pmi:_fact"] > table.loc["generic", "pmi:_fact"]
+    assert table.loc["used", "pmi:_last"] > table.loc["off", "pmi:_last"]
 
 
 def test_slots_read_the_meaning_representation_and_refuse_a_malformed_one(

@@ -18,8 +18,10 @@ repetition     ``rep.trigrams``: the share of the text's word trigrams     none 
 slots          ``slots.realised``: share of the meaning representation's   none
                spoken values the text realises; ``slots.omitted``: how
                many it leaves out (:mod:`hdeval.scoring.sources`)
-dialogue       ``pmi:_history`` / ``pmi:_fact``: the text's PMI with the   two likelihood
-               dialogue history alone and with the knowledge fact alone    passes
+dialogue       ``pmi:_history`` / ``pmi:_last`` / ``pmi:_fact``: the       three likelihood
+               text's PMI with the dialogue history, with its last turn    passes (the last
+               alone (does it answer what was just said) and with the      turn's and the
+               knowledge fact alone                                        fact's are short)
 references     ``ref.given``: the text given the first reference           two likelihood
                (BARTScore precision); ``ref.covers``: the reference        passes
                given the text (recall); ``rouge.1`` / ``rouge.2`` /
@@ -43,6 +45,7 @@ from hdeval.llm.types import LogLikelihood
 from hdeval.params import TaskSpec
 from hdeval.scoring.sources import (
     dialogue_parts,
+    last_turn,
     lead,
     parse_mr,
     realised,
@@ -98,6 +101,7 @@ def passes(family: str, sample: FamilySample, task: TaskSpec) -> list[FamilyPass
         ask = f"## Instructions\nWrite a {task.output_noun} for the conversation above."
         return [
             FamilyPass("history", (f"## Conversation history\n{history}\n\n",), ask, text),
+            FamilyPass("last", (f"## Conversation history\n{last_turn(history)}\n\n",), ask, text),
             FamilyPass(
                 "fact",
                 (f"## Fact\n{fact}\n\n",),
@@ -160,7 +164,7 @@ def values(
             return {}
         return {
             f"pmi:_{part}": result.mean - text_free.mean
-            for part in ("history", "fact")
+            for part in ("history", "last", "fact")
             if (result := results.get(part)) is not None
         }
     if family == "references":

@@ -11,7 +11,7 @@ FAMILY_COLUMNS: dict[str, tuple[str, ...]] = {
     "sentences": ("spmi.min:_text", "spmi.max:_text", "spmi.neg:_text", "len.sents:_text"),
     "repetition": ("rep.trigrams:_text",),
     "slots": ("slots.realised:_text", "slots.omitted:_text"),
-    "dialogue": ("pmi:_history", "pmi:_fact"),
+    "dialogue": ("pmi:_history", "pmi:_last", "pmi:_fact"),
     "references": (
         "ref.given:_text",
         "ref.covers:_text",
@@ -34,6 +34,7 @@ WORDS = {
     "slots.realised": "share of the meaning representation's values realised",
     "slots.omitted": "values of the meaning representation left out",
     "pmi:_history": "grounding in the dialogue history (PMI)",
+    "pmi:_last": "answering the last turn (PMI with it alone)",
     "pmi:_fact": "grounding in the knowledge fact (PMI)",
     "ref.given": "likelihood given the reference (precision)",
     "ref.covers": "reference covered by the text (recall)",

@@ -87,6 +87,11 @@ def dialogue_parts(source: str) -> tuple[str, str]:
     return match.group("history").strip(), match.group("fact").strip()
 
 
+def last_turn(history: str) -> str:
+    """The last turn of a dialogue history (one turn per line): what the response answers."""
+    return history.strip().splitlines()[-1].strip()
+
+
 def sentence_spans(text: str) -> list[tuple[int, int]]:
     """Character spans of the sentences of ``text`` (split after ``.``, ``!`` or ``?`` followed
     by white space); a text without such an end is one sentence."""
