@@ -198,17 +198,23 @@ def dhp_verdict(
     """
     threshold = settings.dhp_threshold
     probes = table["probe"].astype(bool)
-    failed = table[~probes & (table["D_ew"] < threshold)].index.tolist()
-    failed += table[probes & (table["D_reward_ew"] >= 1.0)].index.tolist()
+    missed = table[~probes & (table["D_ew"] < threshold)].index.tolist()
+    rewarded = table[probes & (table["D_reward_ew"] >= 1.0)].index.tolist()
+    failed = [str(f) for f in missed + rewarded]
     value = float("nan") if d_min_ew is None else float(d_min_ew)
     figures = {"D_min_ew": None if math.isnan(value) else value, "threshold": threshold}
-    if value >= threshold and not failed:
+    below = not value >= threshold
+    if not below and not failed:
         return Verdict("dhp", True, f"DHP accepted {scorer}: D_min^EW {value:.3f} >= {threshold}")
-    message = (
-        f"DHP refused {scorer}: D_min^EW {value:.3f} < threshold {threshold}; not discerned: "
-        f"{', '.join(map(str, failed)) or 'none'}"
-    )
-    return Verdict("dhp", False, message, {**figures, "failed": [str(f) for f in failed]})
+    reasons = [f"D_min^EW {value:.3f} {'<' if below else '>='} threshold {threshold}"]
+    if missed:
+        reasons.append(f"not discerned: {', '.join(map(str, missed))}")
+    if rewarded:
+        reasons.append(
+            f"scored higher (a probe it should not reward): {', '.join(map(str, rewarded))}"
+        )
+    message = f"DHP refused {scorer}: {'; '.join(reasons)}"
+    return Verdict("dhp", False, message, {**figures, "failed": failed})
 
 
 def enforce(verdicts: Sequence[Verdict], on_failure: str) -> list[str]:

@@ -82,9 +82,11 @@ def test_dhp_verdict_uses_the_threshold_and_the_probes() -> None:
     assert not refused.accepted and "not discerned: swap_sentences" in refused.message
     assert dhp_verdict("hdeval", 0.8, table, AcceptanceParams(dhp_threshold=0.5)).accepted
     table.loc["injection", "D_reward_ew"] = 1.5  # the probe raised the scores
-    assert (
-        "injection"
-        in dhp_verdict("hdeval", 1.2, table.drop("swap_sentences"), AcceptanceParams()).message
+    rewarded = dhp_verdict("hdeval", 1.2, table.drop("swap_sentences"), AcceptanceParams())
+    assert not rewarded.accepted
+    assert rewarded.message == (
+        "DHP refused hdeval: D_min^EW 1.200 >= threshold 1.0; "
+        "scored higher (a probe it should not reward): injection"
     )
     with pytest.raises(AcceptanceError, match=r"DHP refused.*baselines refused"):
         base = baseline_verdict(_table({"hdeval": 0.1, "likelihood": 0.4}), AcceptanceParams())
