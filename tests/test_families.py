@@ -64,6 +64,7 @@ def test_dialogue_source_splits_into_history_last_turn_and_fact() -> None:
     history, fact = dialogue_parts("Conversation history:\nhi there\nhello\n\nFact: cats purr")
     assert (history, fact) == ("hi there\nhello", "cats purr")
     assert last_turn(history) == "hello"
+    assert last_turn(dialogue_parts("Conversation history:\n\n\nFact: cats purr")[0]) == ""
     with pytest.raises(DataValidationError, match="not a dialogue source"):
         dialogue_parts("A news article.")
 

@@ -88,8 +88,10 @@ def dialogue_parts(source: str) -> tuple[str, str]:
 
 
 def last_turn(history: str) -> str:
-    """The last turn of a dialogue history (one turn per line): what the response answers."""
-    return history.strip().splitlines()[-1].strip()
+    """The last turn of a dialogue history (one turn per line): what the response answers
+    ("" for an empty history, a conversation the response opens)."""
+    turns = history.strip().splitlines()
+    return turns[-1].strip() if turns else ""
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
