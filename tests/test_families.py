@@ -60,6 +60,28 @@ def test_slots_count_the_values_realised_and_left_out() -> None:
     assert not realised("chin", "Chinese food")  # whole words only
 
 
+@pytest.mark.parametrize(
+    ("value", "text", "said"),
+    [
+        ("hotel", "There are 3 hotels near the mission.", True),
+        ("moderate", "It is moderately priced.", True),
+        ("ultra high end", "an ultra high endly priced hotel", True),
+        ("4", "There are 45 hotels.", False),
+        ("chin", "Chinese food", False),
+        ("high end", "an end that is high", False),
+    ],
+)
+def test_a_value_is_realised_whole_or_inflected_never_as_part_of_another_word(
+    value: str, text: str, said: bool
+) -> None:
+    assert realised(value, text) is said
+
+
+def test_a_yes_or_no_question_has_no_value_to_say() -> None:
+    mr = parse_mr("confirm(dogs_allowed='yes or no';area='nob hill')")
+    assert mr.spoken_values() == ["nob hill"]
+
+
 def test_dialogue_source_splits_into_history_last_turn_and_fact() -> None:
     history, fact = dialogue_parts("Conversation history:\nhi there\nhello\n\nFact: cats purr")
     assert (history, fact) == ("hi there\nhello", "cats purr")

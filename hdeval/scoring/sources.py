@@ -5,8 +5,9 @@ Deterministic and dependency-free (the production path imports this).
 
 * A **meaning representation** is ``act(slot=value;slot='quoted value';...)`` or several such
   acts joined by ``|`` (SFRES/SFHOT, Wen et al. 2015). Values ``dont_care``, ``yes``, ``no``,
-  ``none`` and empty ones are not realised as words, so they are not counted. A value is
-  *realised* when its words appear in the text (lower-cased, ``_`` and punctuation as spaces).
+  ``yes or no`` (a question's), ``none`` and empty ones are not realised as words, so they are
+  not counted. A value is *realised* when its words appear in the text (lower-cased, ``_`` and
+  punctuation as spaces), each whole or with an inflection's ending (:data:`INFLECTIONS`).
 * A **dialogue source** is ``Conversation history:`` + turns + a blank line + ``Fact: ...``, as
   ``hdeval data convert --format topical-chat`` writes it.
 """
@@ -19,9 +20,15 @@ from dataclasses import dataclass
 from hdeval.errors import DataValidationError
 
 #: Slot values that a sentence does not spell out.
-UNSPOKEN = frozenset({"dont_care", "dontcare", "yes", "no", "none", "?", ""})
+UNSPOKEN = frozenset({"dont_care", "dontcare", "yes", "no", "yes or no", "none", "?", ""})
 _ACT = re.compile(r"^\s*([a-z_?]+)\s*\((.*)\)\s*$", re.S)
 _PAIR = re.compile(r"\s*([a-z_]+)\s*(?:=\s*('[^']*'|\"[^\"]*\"|[^;,]*))?\s*(?:[;,]|$)", re.I)
+#: Endings a value's word may take in the text and still be that value: "hotel" in "hotels",
+#: "moderate" in "moderately". A verbatim match counted 73 of SFHOT's 875 texts and 134 of
+#: SFRES's 1,181 as leaving a value out; this counts 3 and 11, most of which do ("ave" for
+#: "avenue" still counts as left out).
+INFLECTIONS = ("s", "es", "ly", "d", "ed")
+_INFLECTED = "(?:" + "|".join(INFLECTIONS) + ")?"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
 _DIALOGUE = re.compile(r"^Conversation history:\n(?P<history>.*)\n\nFact: (?P<fact>.*)$", re.S)
 
@@ -70,8 +77,11 @@ def normalise(text: str) -> str:
 
 
 def realised(value: str, text: str) -> bool:
-    """Whether the normalised ``value`` appears as whole words in ``text``."""
-    return f" {value} " in f" {normalise(text)} "
+    """Whether ``value``'s words appear in ``text`` in order, each a whole word or that word with
+    one of :data:`INFLECTIONS` (both normalised)."""
+    words = normalise(value).split()
+    pattern = r"\b" + " ".join(re.escape(word) + _INFLECTED for word in words) + r"\b"
+    return re.search(pattern, normalise(text)) is not None
 
 
 def dialogue_parts(source: str) -> tuple[str, str]:
