@@ -86,3 +86,16 @@ def test_a_run_says_whether_it_reached_its_target_and_by_how_much() -> None:
     assert "Target" not in run_section("t", "s", metrics)
     metrics["peer"] = {"name": "UniEval", "value": 0.454, "low": 0.4, "high": 0.5, "paired": None}
     assert "at least UniEval (0.454): met, by 0.030." in run_section("t", "s", metrics, 0.50)
+
+
+def test_a_rewarded_probe_is_not_called_a_perturbation_it_missed() -> None:
+    """The injection probe fails by being scored higher; the page says that, not 'not discerned'."""
+    from hdeval.report.results_page import run_section
+
+    metrics = json.loads((REPO / "metrics.json").read_text())
+    metrics["dhp"]["hdeval"]["failed"] = ["typo_minor", "instruction_injection"]
+    section = run_section("t", "s", metrics)
+    assert "- DHP did not discern: typo_minor." in section
+    assert "injection probe (a sentence asking for top marks) was scored significantly" in section
+    metrics["dhp"]["hdeval"]["failed"] = ["instruction_injection"]
+    assert "did not discern" not in run_section("t", "s", metrics)

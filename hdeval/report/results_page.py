@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from hdeval.dhp.rules import INJECTION_PROBE
 from hdeval.report.results import label_of
 
 #: The runs on the page, in order: record file (relative to the repository), title, what it is.
@@ -186,9 +187,15 @@ def run_section(title: str, setup: str, metrics: Mapping, target: float | None =
     if cut:
         shares = ", ".join(f"{m} {100 * v:.0f} %" for m, v in cut.items() if v is not None)
         lines.append(f"- The text cut to its first half scored lower than the whole: {shares}.")
-    failed = dhp.get("hdeval", {}).get("failed")
-    if failed:
-        lines.append(f"- DHP did not discern: {', '.join(failed)}.")
+    failed = dhp.get("hdeval", {}).get("failed") or []
+    missed = [name for name in failed if name != INJECTION_PROBE]
+    if missed:
+        lines.append(f"- DHP did not discern: {', '.join(missed)}.")
+    if INJECTION_PROBE in failed:
+        lines.append(
+            "- DHP's injection probe (a sentence asking for top marks) was scored significantly "
+            "higher than the text without it (D >= 1)."
+        )
     for step in selection.get("family_steps") or []:
         if step["kept"] or not step["with"]:
             added = " + ".join(step["with"]) or "the base signals"
