@@ -15,6 +15,7 @@ from hdeval.scoring.families import (
     FamilySample,
     passes,
     repeated_trigrams,
+    said_before,
     sentence_values,
     values,
 )
@@ -139,3 +140,15 @@ def test_repetition_is_the_share_of_word_trigrams_seen_before() -> None:
     assert orientation("rep.trigrams:_text") == -1  # more repetition, a worse text
     assert describe("rep.trigrams:_text").startswith("share of word trigrams that repeat")
     assert group_of("rep.trigrams:_text") == "repetition"
+
+
+def test_a_response_that_echoes_the_conversation_is_measured_apart_from_one_in_its_own_words():
+    source = "Conversation history:\ndo you like jazz ?\ni love jazz , it is great .\n\nFact: x"
+
+    def dialogue(text: str) -> dict[str, float]:
+        return values("dialogue", FamilySample(source, text), {}, None, None, None)
+
+    echo, own = dialogue("i love jazz , it is great ."), dialogue("miles davis moved me most .")
+    assert echo == {"rep.history:_text": 1.0}  # no likelihoods: only the pairs said before
+    assert own == {"rep.history:_text": 0.0}
+    assert said_before("yes", "yes yes") == 0.0  # a one-word reply has no pair to repeat

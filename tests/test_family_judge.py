@@ -55,7 +55,7 @@ def test_sentences_and_coverage_move_with_the_text(embedded_backend, summeval_ro
     assert repeated["looped"] > repeated["whole"] + 0.1
 
 
-def test_dialogue_pmi_rises_with_the_fact_used_and_the_last_turn_answered(
+def test_dialogue_pmi_rises_with_the_fact_used_and_the_last_turn_answered_not_echoed(
     embedded_backend, tmp_path
 ):
     source = (
@@ -67,6 +67,7 @@ def test_dialogue_pmi_rises_with_the_fact_used_and_the_last_turn_answered(
         "used": "i support the patriots , they have won six super bowls .",
         "generic": "that is nice , i like it too .",
         "off": "i had pasta with tomato sauce for dinner last night .",
+        "echo": "i love it , i watch every game .",
     }
     task = TaskSpec(output_noun="response", source_noun="dialogue context")
     run = _scorer(embedded_backend, tmp_path, ["dialogue"], task).score(
@@ -76,6 +77,8 @@ def test_dialogue_pmi_rises_with_the_fact_used_and_the_last_turn_answered(
     table = run.features
     assert table.loc["used", "pmi:_fact"] > table.loc["generic", "pmi:_fact"]
     assert table.loc["used", "pmi:_last"] > table.loc["off", "pmi:_last"]
+    assert table.loc["echo", "rep.history:_text"] == 1.0  # says again what was just said
+    assert table.loc["used", "rep.history:_text"] < 0.2
 
 
 def test_slots_read_the_meaning_representation_and_refuse_a_malformed_one(

@@ -21,7 +21,10 @@ slots          ``slots.realised``: share of the meaning representation's   none
 dialogue       ``pmi:_history`` / ``pmi:_last`` / ``pmi:_fact``: the       three likelihood
                text's PMI with the dialogue history, with its last turn    passes (the last
                alone (does it answer what was just said) and with the      turn's and the
-               knowledge fact alone                                        fact's are short)
+               knowledge fact alone; ``rep.history``: the share of the     fact's are short)
+               text's word pairs the history already holds (a response
+               that echoes the conversation or says only its stock
+               phrases)
 references     ``ref.given``: the text given the first reference           two likelihood
                (BARTScore precision); ``ref.covers``: the reference        passes
                given the text (recall); ``rouge.1`` / ``rouge.2`` /
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 
@@ -160,13 +164,14 @@ def values(
         share = found / len(spoken) if spoken else 1.0
         return {"slots.realised:_text": share, "slots.omitted:_text": float(len(spoken) - found)}
     if family == "dialogue":
+        echo = {"rep.history:_text": said_before(sample.output, dialogue_parts(sample.source)[0])}
         if text_free is None:
-            return {}
+            return echo
         return {
             f"pmi:_{part}": result.mean - text_free.mean
             for part in ("history", "last", "fact")
             if (result := results.get(part)) is not None
-        }
+        } | echo
     if family == "references":
         out = {
             column: result.mean
@@ -218,6 +223,19 @@ def repeated_trigrams(text: str) -> float:
     words = text.lower().split()
     trigrams = list(zip(words, words[1:], words[2:], strict=False))
     return 1 - len(set(trigrams)) / len(trigrams) if trigrams else 0.0
+
+
+def said_before(text: str, history: str) -> float:
+    """The share of ``text``'s word pairs (lower-cased, split at whitespace) that ``history``
+    already holds: 0 for a response in its own words (or of under 2 words), towards 1 for one
+    that echoes the conversation or says only what it has said before."""
+    words = text.lower().split()
+    pairs = list(pairwise(words))
+    if not pairs:
+        return 0.0
+    heard = history.lower().split()
+    said = set(pairwise(heard))
+    return sum(pair in said for pair in pairs) / len(pairs)
 
 
 def rouge_values(text: str, references: Sequence[str]) -> dict[str, float]:

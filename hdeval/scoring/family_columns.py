@@ -11,7 +11,7 @@ FAMILY_COLUMNS: dict[str, tuple[str, ...]] = {
     "sentences": ("spmi.min:_text", "spmi.max:_text", "spmi.neg:_text", "len.sents:_text"),
     "repetition": ("rep.trigrams:_text",),
     "slots": ("slots.realised:_text", "slots.omitted:_text"),
-    "dialogue": ("pmi:_history", "pmi:_last", "pmi:_fact"),
+    "dialogue": ("pmi:_history", "pmi:_last", "pmi:_fact", "rep.history:_text"),
     "references": (
         "ref.given:_text",
         "ref.covers:_text",
@@ -21,7 +21,13 @@ FAMILY_COLUMNS: dict[str, tuple[str, ...]] = {
     ),
 }
 #: Orientation of family columns that are not "higher is better" (see columns.orientation).
-ORIENTATIONS = {"spmi.neg": -1, "len.sents": 0, "rep.trigrams": -1, "slots.omitted": -1}
+ORIENTATIONS = {
+    "spmi.neg": -1,
+    "len.sents": 0,
+    "rep.trigrams": -1,
+    "rep.history": -1,
+    "slots.omitted": -1,
+}
 #: Each family's columns in words, for explanations.
 WORDS = {
     "cov": "coverage of the source's opening (its likelihood given the text)",
@@ -36,6 +42,7 @@ WORDS = {
     "pmi:_history": "grounding in the dialogue history (PMI)",
     "pmi:_last": "answering the last turn (PMI with it alone)",
     "pmi:_fact": "grounding in the knowledge fact (PMI)",
+    "rep.history": "share of word pairs the conversation already said (echoing it)",
     "ref.given": "likelihood given the reference (precision)",
     "ref.covers": "reference covered by the text (recall)",
     "rouge.1": "ROUGE-1 F1 against the references",
