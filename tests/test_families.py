@@ -124,6 +124,8 @@ def test_family_columns_follow_the_text_signals_with_orientation_and_words() -> 
     assert "coverage" in describe("cov.gain:_text")
     assert group_of("spmi.min:_text") == "grounding per sentence"
     assert group_of("pmi:_fact") == "grounding in the knowledge fact (PMI)"
+    assert group_of("rep.history:_text") == "saying again what the conversation said"
+    assert group_of("rep.trigrams:_text") == "repetition"
 
 
 def test_repetition_is_the_share_of_word_trigrams_seen_before() -> None:

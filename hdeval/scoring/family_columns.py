@@ -55,6 +55,7 @@ GROUPS = {
     "spmi": "grounding per sentence",
     "len.sents": "length",
     "rep": "repetition",
+    "rep.history": "saying again what the conversation said",
     "slots": "meaning representation realised",
     "ref": "agreement with the references",
     "rouge": "agreement with the references",
