@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
+from hdeval.dhp.statistics import missed_and_rewarded
 from hdeval.errors import AcceptanceError
 from hdeval.metrics import paired_difference
 from hdeval.params import AcceptanceParams
@@ -197,10 +198,8 @@ def dhp_verdict(
     raised the scores (``D_reward_ew >= 1``), is not discerned.
     """
     threshold = settings.dhp_threshold
-    probes = table["probe"].astype(bool)
-    missed = table[~probes & (table["D_ew"] < threshold)].index.tolist()
-    rewarded = table[probes & (table["D_reward_ew"] >= 1.0)].index.tolist()
-    failed = [str(f) for f in missed + rewarded]
+    missed, rewarded = missed_and_rewarded(table, threshold)
+    failed = missed + rewarded
     value = float("nan") if d_min_ew is None else float(d_min_ew)
     figures = {"D_min_ew": None if math.isnan(value) else value, "threshold": threshold}
     below = not value >= threshold
@@ -208,11 +207,9 @@ def dhp_verdict(
         return Verdict("dhp", True, f"DHP accepted {scorer}: D_min^EW {value:.3f} >= {threshold}")
     reasons = [f"D_min^EW {value:.3f} {'<' if below else '>='} threshold {threshold}"]
     if missed:
-        reasons.append(f"not discerned: {', '.join(map(str, missed))}")
+        reasons.append(f"not discerned: {', '.join(missed)}")
     if rewarded:
-        reasons.append(
-            f"scored higher (a probe it should not reward): {', '.join(map(str, rewarded))}"
-        )
+        reasons.append(f"scored higher (a probe it should not reward): {', '.join(rewarded)}")
     message = f"DHP refused {scorer}: {'; '.join(reasons)}"
     return Verdict("dhp", False, message, {**figures, "failed": failed})
 

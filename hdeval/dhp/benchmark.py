@@ -29,6 +29,7 @@ from hdeval.dhp.statistics import (
     discernment,
     harmonic_mean_p,
     level_weighted_average,
+    missed_and_rewarded,
     wilcoxon_p,
 )
 from hdeval.dhp.text import detokenize
@@ -280,15 +281,10 @@ def _perturbation_row(
 def failed_perturbations(
     result: DHPResult, threshold: float = 1.0, probe_threshold: float = 1.0
 ) -> list[str]:
-    """Perturbations the scorer fails: DHP ones with ``D_ew < threshold``, and probes whose
-    ``D_reward_ew >= probe_threshold`` (the perturbed text was scored significantly higher).
-
-    A perturbation with no usable pairs (NaN) is not listed: it was not tested.
-    """
-    table = result.table
-    failed = table[~table["probe"] & (table["D_ew"] < threshold)].index.tolist()
-    failed += table[table["probe"] & (table["D_reward_ew"] >= probe_threshold)].index.tolist()
-    return [str(name) for name in failed]
+    """Perturbations the scorer fails: the DHP ones it did not discern, then the probes it
+    rewarded (:func:`~hdeval.dhp.statistics.missed_and_rewarded`)."""
+    missed, rewarded = missed_and_rewarded(result.table, threshold, probe_threshold)
+    return missed + rewarded
 
 
 # --------------------------------------------------------------------------- plot

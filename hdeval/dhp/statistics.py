@@ -5,8 +5,12 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 ALPHA = 0.05
 
@@ -76,6 +80,19 @@ def discernment(p: float) -> float:
     if p <= 0:
         return math.inf
     return math.log(p) / math.log(ALPHA) + 0.0
+
+
+def missed_and_rewarded(
+    table: pd.DataFrame, threshold: float = 1.0, probe_threshold: float = 1.0
+) -> tuple[list[str], list[str]]:
+    """What a scorer failed in its DHP ``table`` (a row per perturbation: ``probe``, ``D_ew``,
+    ``D_reward_ew``): the DHP perturbations it did not discern (``D_ew < threshold``), and the
+    probes it rewarded (``D_reward_ew >= probe_threshold``: the perturbed text scored
+    significantly higher). A row with no usable pairs (NaN) is in neither: it was not tested."""
+    probes = table["probe"].astype(bool)
+    missed = table[~probes & (table["D_ew"] < threshold)].index
+    rewarded = table[probes & (table["D_reward_ew"] >= probe_threshold)].index
+    return [str(name) for name in missed], [str(name) for name in rewarded]
 
 
 def level_weighted_average(values: Sequence[float], levels: Sequence[str]) -> float:
