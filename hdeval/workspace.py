@@ -77,7 +77,8 @@ def read_features(path: Path):
 def run_stage(name: str, main: Callable[..., None], *args: object) -> None:
     """Run a stage script: its progress bar and result lines; warnings and errors of the
     library (``HDEVAL_LOG=INFO`` shows its progress messages too); an hdeval error reported in
-    one line with exit 1."""
+    one line with exit 1, an interrupt (Ctrl-C) in one line with exit 130 (the answers computed
+    so far are in the result cache)."""
     if os.environ.get(PARAMS_ENV) and os.environ.get("DVC_STAGE"):
         print(
             f"stage {name} refused: {PARAMS_ENV} is set, but dvc repro tracks params.yaml only; "
@@ -92,3 +93,10 @@ def run_stage(name: str, main: Callable[..., None], *args: object) -> None:
     except HDEvalError as exc:
         print(f"stage {name} failed: {exc}", file=sys.stderr)
         sys.exit(1)
+    except KeyboardInterrupt:  # on a line of its own: a progress bar may have been cut off
+        print(
+            f"\nstage {name} interrupted; every LLM answer it computed is kept in the result "
+            "cache, and `dvc repro` goes on from them",
+            file=sys.stderr,
+        )
+        sys.exit(130)
