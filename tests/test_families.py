@@ -151,6 +151,19 @@ def test_a_response_that_echoes_the_conversation_is_measured_apart_from_one_in_i
         return values("dialogue", FamilySample(source, text), {}, None, None, None)
 
     echo, own = dialogue("i love jazz , it is great ."), dialogue("miles davis moved me most .")
-    assert echo == {"rep.history:_text": 1.0}  # no likelihoods: only the pairs said before
-    assert own == {"rep.history:_text": 0.0}
+    # no likelihoods: only the pairs said before, and whether the context gives a fact
+    assert echo == {"rep.history:_text": 1.0, "fact.none:_text": 0.0}
+    assert own == {"rep.history:_text": 0.0, "fact.none:_text": 0.0}
     assert said_before("yes", "yes yes") == 0.0  # a one-word reply has no pair to repeat
+
+
+def test_a_context_without_a_fact_is_a_column_of_its_own() -> None:
+    """Topical-Chat writes ``_nofact`` where a context gives no fact; its raters then judge a
+    response's use of knowledge otherwise, which the fact's PMI cannot show."""
+    history = "Conversation history:\ndid you know they have no rib cages ?\n\n"
+    for fact, none in (("Fact: _nofact", 1.0), ("Fact: snakes have ribs", 0.0)):
+        out = values("dialogue", FamilySample(history + fact, "i did n't know that !"), {}, None,
+                     None, None)  # fmt: skip
+        assert out["fact.none:_text"] == none, fact
+    assert orientation("fact.none:_text") == 0  # says what the context is, not how good
+    assert group_of("fact.none:_text") == "no fact to use"

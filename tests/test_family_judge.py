@@ -78,6 +78,7 @@ def test_dialogue_pmi_rises_with_the_fact_used_and_the_last_turn_answered_not_ec
     assert table.loc["used", "pmi:_fact"] > table.loc["generic", "pmi:_fact"]
     assert table.loc["used", "pmi:_last"] > table.loc["off", "pmi:_last"]
     assert table.loc["echo", "rep.history:_text"] == 1.0  # says again what was just said
+    assert (table["fact.none:_text"] == 0.0).all()  # the context gives a fact
     assert table.loc["used", "rep.history:_text"] < 0.2
 
 

@@ -24,7 +24,8 @@ dialogue       ``pmi:_history`` / ``pmi:_last`` / ``pmi:_fact``: the       three
                knowledge fact alone; ``rep.history``: the share of the     fact's are short)
                text's word pairs the history already holds (a response
                that echoes the conversation or says only its stock
-               phrases)
+               phrases); ``fact.none``: 1 where the context gives no
+               fact (raters judge groundedness otherwise there)
 references     ``ref.given``: the text given the first reference           two likelihood
                (BARTScore precision); ``ref.covers``: the reference        passes
                given the text (recall); ``rouge.1`` / ``rouge.2`` /
@@ -48,6 +49,7 @@ from hdeval.errors import DataValidationError
 from hdeval.llm.types import LogLikelihood
 from hdeval.params import TaskSpec
 from hdeval.scoring.sources import (
+    NO_FACT,
     dialogue_parts,
     last_turn,
     lead,
@@ -164,14 +166,18 @@ def values(
         share = found / len(spoken) if spoken else 1.0
         return {"slots.realised:_text": share, "slots.omitted:_text": float(len(spoken) - found)}
     if family == "dialogue":
-        echo = {"rep.history:_text": said_before(sample.output, dialogue_parts(sample.source)[0])}
+        history, fact = dialogue_parts(sample.source)
+        read = {
+            "rep.history:_text": said_before(sample.output, history),
+            "fact.none:_text": float(fact == NO_FACT),
+        }
         if text_free is None:
-            return echo
+            return read
         return {
             f"pmi:_{part}": result.mean - text_free.mean
             for part in ("history", "last", "fact")
             if (result := results.get(part)) is not None
-        } | echo
+        } | read
     if family == "references":
         out = {
             column: result.mean

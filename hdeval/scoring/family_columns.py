@@ -11,7 +11,13 @@ FAMILY_COLUMNS: dict[str, tuple[str, ...]] = {
     "sentences": ("spmi.min:_text", "spmi.max:_text", "spmi.neg:_text", "len.sents:_text"),
     "repetition": ("rep.trigrams:_text",),
     "slots": ("slots.realised:_text", "slots.omitted:_text"),
-    "dialogue": ("pmi:_history", "pmi:_last", "pmi:_fact", "rep.history:_text"),
+    "dialogue": (
+        "pmi:_history",
+        "pmi:_last",
+        "pmi:_fact",
+        "rep.history:_text",
+        "fact.none:_text",
+    ),
     "references": (
         "ref.given:_text",
         "ref.covers:_text",
@@ -26,6 +32,7 @@ ORIENTATIONS = {
     "len.sents": 0,
     "rep.trigrams": -1,
     "rep.history": -1,
+    "fact.none": 0,
     "slots.omitted": -1,
 }
 #: Each family's columns in words, for explanations.
@@ -43,6 +50,7 @@ WORDS = {
     "pmi:_last": "answering the last turn (PMI with it alone)",
     "pmi:_fact": "grounding in the knowledge fact (PMI)",
     "rep.history": "share of word pairs the conversation already said (echoing it)",
+    "fact.none": "the context gives no knowledge fact (not a quality judgement)",
     "ref.given": "likelihood given the reference (precision)",
     "ref.covers": "reference covered by the text (recall)",
     "rouge.1": "ROUGE-1 F1 against the references",
@@ -56,6 +64,7 @@ GROUPS = {
     "len.sents": "length",
     "rep": "repetition",
     "rep.history": "saying again what the conversation said",
+    "fact.none": "no fact to use",
     "slots": "meaning representation realised",
     "ref": "agreement with the references",
     "rouge": "agreement with the references",

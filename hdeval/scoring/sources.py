@@ -97,6 +97,10 @@ def dialogue_parts(source: str) -> tuple[str, str]:
     return match.group("history").strip(), match.group("fact").strip()
 
 
+#: A dialogue source's fact where its context gives none, as Topical-Chat writes it.
+NO_FACT = "_nofact"
+
+
 def last_turn(history: str) -> str:
     """The last turn of a dialogue history (one turn per line): what the response answers
     ("" for an empty history, a conversation the response opens)."""
