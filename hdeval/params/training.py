@@ -70,9 +70,10 @@ class HierarchyParams(Section):
     ``coverage`` (the source's opening given the text), ``sentences`` (PMI per sentence),
     ``repetition`` (the text repeating its own word trigrams; no LLM call), ``slots`` (a
     meaning representation's values realised: data-to-text), ``dialogue`` (PMI with the history,
-    with its last turn and with the knowledge fact apart, and the share of word pairs the
-    history already said: dialogue), ``references`` (likelihoods both ways and ROUGE against the
-    references: a bundle that reads them needs them in every row)."""
+    with its last turn and with the knowledge fact apart, the share of word pairs the history
+    already said, and whether the context gives a fact: dialogue), ``references``
+    (likelihoods both ways and ROUGE against the references: a bundle that reads them needs
+    them in every row)."""
     min_family_gain: float | None = 0.005
     """Model selection keeps a family only if adding it to the others raises the CV Pearson by
     at least this (one family at a time, the best first); null keeps every family."""
