@@ -325,10 +325,11 @@ def test_tuning_refused_on_features_with_too_many_failed_scores():
 
 def test_a_bundle_trained_with_references_refuses_a_row_without_them(tmp_path):
     """The references family reads every text's reference: a row without one is named before
-    the judge is opened."""
+    the judge is opened. The card keeps how the likelihoods were read (``end_of_text``)."""
+    from hdeval.export.evaluator import profile_of
     from hdeval.scoring.columns import Profile
 
-    profile = Profile(("mean",), False, False, ("references",))
+    profile = Profile(("mean",), False, False, ("references",), end_of_text=True)
     names = feature_columns([c.id for c in TREE], ["prompt"], True, profile)
     X = np.random.default_rng(0).uniform(1, 5, (40, len(names)))
     export_bundle(
@@ -337,7 +338,7 @@ def test_a_bundle_trained_with_references_refuses_a_row_without_them(tmp_path):
         modes=["prompt"], unconditioned=True, profile=profile, training_data="synthetic", sample=X,
     )  # fmt: skip
     card = json.loads((tmp_path / "bundle" / "card.json").read_text())
-    assert card["families"] == ["references"]
+    assert card["families"] == ["references"] and profile_of(card) == profile
     rows = [{"id": "with", "source": "S.", "output": "O.", "references": ["R."]},
             {"id": "without", "source": "S.", "output": "O."}]  # fmt: skip
     (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))

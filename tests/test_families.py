@@ -7,7 +7,10 @@ import typing
 
 import pytest
 
-from hdeval.errors import DataValidationError
+from hdeval.errors import ConfigError, DataValidationError
+from hdeval.llm.cache import ResultCache
+from hdeval.llm.chat_template import reply_end
+from hdeval.llm.judge import CachedJudge
 from hdeval.llm.types import LogLikelihood
 from hdeval.params import Family, TaskSpec
 from hdeval.scoring.columns import Profile, describe, feature_columns, group_of, orientation
@@ -167,3 +170,63 @@ def test_a_context_without_a_fact_is_a_column_of_its_own() -> None:
         assert out["fact.none:_text"] == none, fact
     assert orientation("fact.none:_text") == 0  # says what the context is, not how good
     assert group_of("fact.none:_text") == "no fact to use"
+
+
+def test_the_end_of_reply_marker_follows_every_whole_text_read_as_a_reply_and_nothing_else():
+    """With ``end_of_text`` the marker ends each continuation that is a whole text (the
+    response, the reference), never the source's cut opening, nor a text read as context."""
+    task, end = TaskSpec(), "<|im_end|>"
+    sample = FamilySample("Conversation history:\nhi\n\nFact: cats purr", "cats purr", ("ref",))
+    read = {f: passes(f, sample, task, end) for f in ("dialogue", "references", "coverage")}
+    ended = {
+        (f, p.name) for f, specs in read.items() for p in specs if p.continuation.endswith(end)
+    }
+    replies = {"dialogue": ("history", "last", "fact"),
+               "references": ("given_reference", "covers_reference")}  # fmt: skip
+    assert ended == {(f, name) for f, names in replies.items() for name in names}
+    assert not any(end in s for specs in read.values() for p in specs for s in p.segments)
+    plain = passes("dialogue", sample, task)
+    assert [p.continuation + end for p in plain] == [p.continuation for p in read["dialogue"]]
+
+
+def test_reply_end_is_the_first_line_after_a_reply() -> None:
+    assert reply_end("<|im_end|>\n<|im_start|>assistant\n") == "<|im_end|>"
+    assert reply_end("<|eot_id|>") == "<|eot_id|>"
+    assert reply_end("") == ""
+
+
+def test_a_judge_that_marks_no_end_of_a_reply_is_refused_naming_the_switch(tmp_path) -> None:
+    class Plain:  # a backend whose chat template puts nothing after a reply
+        identity = "plain"
+
+        def end_of_reply(self) -> str:
+            return ""
+
+    judge = CachedJudge(Plain(), ResultCache(tmp_path / "cache.sqlite"))  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"hierarchy\.end_of_text"):
+        judge.end_of_reply  # noqa: B018
+
+
+def test_only_a_whole_text_is_read_with_the_end_marker(tmp_path) -> None:
+    """``end_of_text`` ends the text's likelihoods with the marker (``plan`` shows what is
+    asked), but a text cut to fit the judge's context is not a whole reply: no marker."""
+    from hdeval.scoring.criterion_scorer import CriterionScorer
+    from hdeval.scoring.run import Sample
+    from hdeval.tree.criteria import CriteriaTree, Criterion
+
+    class Marked:  # ends a reply with <E>
+        identity = "marked"
+
+        def end_of_reply(self) -> str:
+            return "<E>"
+
+    judge = CachedJudge(Marked(), ResultCache(tmp_path / "cache.sqlite"))  # type: ignore[arg-type]
+    tree = CriteriaTree([Criterion("q", "quality", "the text is good")])
+    profile = Profile(("mean",), True, False, ("dialogue",), end_of_text=True)
+    scorer = CriterionScorer(judge, TaskSpec(), ["likelihood"], True, profile)
+    sample = Sample("a", "d", "Conversation history:\nhi\n\nFact: cats purr", " cats purr ")
+    planned = scorer.plan([sample], tree)
+    assert {p.continuation for p in planned} == {"cats purr<E>"}
+    assert scorer._layout("likelihood", "src", "cats", whole=False)[1] == "cats"
+    plain = CriterionScorer(judge, TaskSpec(), ["likelihood"], True, Profile(("mean",), True))
+    assert {p.continuation for p in plain.plan([sample], tree)} == {"cats purr"}

@@ -96,3 +96,32 @@ def test_slots_read_the_meaning_representation_and_refuse_a_malformed_one(
     assert run.features.loc["one", "slots.omitted:_text"] == 1.0
     with pytest.raises(HDEvalError, match=r"sample 'bad'.*meaning representation"):
         scorer.score([Sample("bad", "d", "red door cafe", "a text .")], TREE, progress=False)
+
+
+def test_a_text_read_as_a_whole_reply_is_unlikely_where_it_stops_mid_sentence(
+    embedded_backend, summeval_rows, tmp_path
+):
+    """With ``end_of_text`` the judge's end-of-reply marker follows the text: a summary cut
+    mid-sentence ends where the judge expects none (its least likely token is that end), and
+    its mean likelihood falls below the whole text's, which the end costs far less; without it
+    the cut text's tokens are the whole text's first ones, so its least likely token can be no
+    lower than the whole's."""
+    row = summeval_rows[0]
+    words = row["output"].split()
+    cut = " ".join(words[: len(words) // 2]).rstrip(" .")
+    samples = [
+        Sample(k, "d", row["source"], v) for k, v in (("whole", row["output"]), ("cut", cut))
+    ]
+    tables = {}
+    for end_of_text in (False, True):
+        judge = CachedJudge(embedded_backend, ResultCache(tmp_path / "cache.sqlite"))
+        profile = Profile(("mean", "min"), True, False, ("sentences",), end_of_text)
+        scorer = CriterionScorer(judge, TaskSpec(), ["likelihood"], True, profile)
+        tables[end_of_text] = scorer.score(samples, TREE, progress=False).features
+    plain, ended = tables[False], tables[True]
+    assert judge.end_of_reply == "<|im_end|>"
+    assert plain.loc["cut", "lik.min:_text"] >= plain.loc["whole", "lik.min:_text"] - 1e-6
+    assert ended.loc["cut", "lik.min:_text"] < ended.loc["whole", "lik.min:_text"] - 2
+    assert ended.loc["cut", "lik:_text"] < ended.loc["whole", "lik:_text"]
+    cost = {k: plain.loc[k, "lik:_text"] - ended.loc[k, "lik:_text"] for k in ("whole", "cut")}
+    assert cost["cut"] > 2 * cost["whole"]  # the end costs the cut text most

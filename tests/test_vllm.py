@@ -97,9 +97,12 @@ def test_vllm_scores_and_likelihoods_agree_with_the_embedded_judge(
     """The same weights, bf16 or fp32 on the server (as the CPU suits, ``vllm_dtype``) and fp32
     here: digit scores within 0.1 of each
     other, every text's tokens the same and their mean log-probability within 0.03 nats, with
-    and without the source (each article's first 120 words)."""
+    and without the source (each article's first 120 words), and read as a whole reply (the
+    end-of-reply marker, learned from the server's chat template, after the text)."""
     server = _server_backend(vllm_server)
     local = fp32_backend
+    end = server.end_of_reply()
+    assert end == local.end_of_reply() == "<|im_end|>"
     rows = [first_source_words(r, 120) for r in summeval_rows[:2]]
     row = rows[0]
     segments = prompt_segments(TASK, row["source"], row["output"])
@@ -114,6 +117,7 @@ def test_vllm_scores_and_likelihoods_agree_with_the_embedded_judge(
         given = [source_segment(TASK, row["source"])]
         items = [(likelihood_instruction(TASK, TREE.lineage(c)), text) for c in TREE]
         items.append((likelihood_instruction(TASK), text))
+        items.append((likelihood_instruction(TASK), text + end))
         free = [source_free_segment(TASK)], [(source_free_instruction(TASK), text)]
         pairs = [
             *zip(

@@ -84,6 +84,7 @@ class Card(BaseModel):
     source_free: bool
     length: bool
     families: list[str] = Field(default_factory=list)  # "references": rows need references
+    end_of_text: bool = False  # likelihoods read the text with the judge's end-of-reply marker
     feature_names: list[str] = Field(min_length=1)
     columns: dict[str, ColumnNote]
     aspects: list[str] = Field(min_length=1)
@@ -159,6 +160,7 @@ def export_bundle(
             "source_free": profile.source_free,
             "length": profile.length,
             "families": list(profile.families),
+            "end_of_text": profile.end_of_text,
             "feature_names": list(feature_names),
             "columns": {
                 name: {"meaning": describe(name), "orientation": ORIENTATIONS[orientation(name)]}

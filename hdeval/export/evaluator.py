@@ -141,6 +141,7 @@ def profile_of(card: dict) -> Profile:
         card["source_free"],
         card["length"],
         tuple(card.get("families", ())),
+        card.get("end_of_text", False),
     )
 
 

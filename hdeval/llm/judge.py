@@ -10,11 +10,13 @@ rendered prompt part (:func:`hdeval.llm.cache.cache_key`).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from hdeval.errors import ConfigError
 from hdeval.llm.cache import ResultCache, cache_key
 from hdeval.llm.digits import DEFAULT_MIN_MASS, distribution_problem
 from hdeval.llm.types import DigitScore, LLMBackend, LogLikelihood, TokenCounts
@@ -63,6 +65,18 @@ class CachedJudge:
         OpenAI-compatible server is asked once (its echoed log-probabilities are probed)."""
         probe = getattr(self.backend, "likelihood_problem", None)
         return probe() if probe is not None else None
+
+    @functools.cached_property
+    def end_of_reply(self) -> str:
+        """The marker the judge's chat template ends a reply with (``<|im_end|>``): what follows
+        a text read as a whole reply (``hierarchy.end_of_text``). Looked up once."""
+        marker = getattr(self.backend, "end_of_reply", lambda: "")()
+        if not marker:
+            raise ConfigError(
+                f"hierarchy.end_of_text: the judge {self.identity} marks no end of a reply in its "
+                "chat template; set hierarchy.end_of_text: false"
+            )
+        return marker
 
     def key(self, kind: str, *parts: object) -> str:
         """The cache key of a request of ``kind`` to this judge."""

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from hdeval.errors import ConfigError
+from hdeval.llm.chat_template import end_of_reply, frame
 from hdeval.llm.digits import DEFAULT_MIN_MASS, digit_score
 from hdeval.llm.int8 import quantize_int8
 from hdeval.llm.kv_passes import KeptInstruction, Row, SharedPrefixPasses
@@ -46,8 +47,6 @@ from hdeval.llm.truncation import ContextOverflow
 from hdeval.llm.types import SCORE_DIGITS, DigitScore, LogLikelihood, PrefixWork, TokenCounts
 
 log = logging.getLogger(__name__)
-
-_PLACEHOLDER = "\u2063HDEVAL_MESSAGE\u2063"
 
 
 class TransformersBackend(SharedPrefixPasses):
@@ -137,13 +136,12 @@ class TransformersBackend(SharedPrefixPasses):
     # ----------------------------------------------------------------- prompt framing
     def _chat_frame(self) -> tuple[list[int], list[int]]:
         """Token ids before and after the user message in the model's chat template."""
-        if self.tokenizer.chat_template is None:
-            return [], []
-        rendered = self.tokenizer.apply_chat_template(
-            [{"role": "user", "content": _PLACEHOLDER}], tokenize=False, add_generation_prompt=True
-        )
-        head, tail = rendered.split(_PLACEHOLDER)
+        head, tail = frame(self.tokenizer)
         return self._encode(head), self._encode(tail)
+
+    def end_of_reply(self) -> str:
+        """What the chat template puts right after a reply (``<|im_end|>``); "" without one."""
+        return end_of_reply(self.tokenizer)
 
     def _encode(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hdeval.errors import JudgeUnavailableError, UnsupportedError
+from hdeval.llm.chat_template import reply_end
 from hdeval.llm.echo import (
     Echo,
     EchoError,
@@ -129,29 +130,32 @@ class EchoLikelihood:
         client = self._client.with_options(timeout=wait, max_retries=0)
         return client.post(self._server_root() + path, cast_to=object, body=body)
 
-    def _frame_by_apply_template(self) -> str:
-        """The chat template around the marked message, by llama.cpp's ``/apply-template``."""
-        message = {"role": "user", "content": _MESSAGE_MARK}
-        return self._post_root("/apply-template", {"messages": [message]})["prompt"]
+    def _rendered_by_apply_template(self, messages: list[dict], generation: bool) -> str:
+        """``messages`` as the model's chat template renders them, by llama.cpp's
+        ``/apply-template`` (which always adds the reply's opening)."""
+        return self._post_root("/apply-template", {"messages": messages})["prompt"]
 
-    def _frame_by_tokenize(self) -> str:
+    def _rendered_by_tokenize(self, messages: list[dict], generation: bool) -> str:
         """The same by vLLM's ``/tokenize`` (chat messages) and ``/detokenize``."""
-        message = {"role": "user", "content": _MESSAGE_MARK}
-        body = {"model": self.model, "messages": [message], "add_generation_prompt": True}
+        body = {"model": self.model, "messages": messages, "add_generation_prompt": generation}
         ids = self._post_root("/tokenize", body)["tokens"]
         return self._post_root("/detokenize", {"model": self.model, "tokens": ids})["prompt"]
+
+    def _lookups(self) -> tuple[tuple[str, Any], ...]:
+        return (
+            ("/apply-template", self._rendered_by_apply_template),
+            ("/tokenize", self._rendered_by_tokenize),
+        )
 
     def _frame_problem(self) -> str | None:
         """Learn the chat frame from the server unless it was given; why not, or None."""
         if self._chat_frame is not None:
             return None
         problems = []
-        for path, ask in (
-            ("/apply-template", self._frame_by_apply_template),
-            ("/tokenize", self._frame_by_tokenize),
-        ):
+        message = [{"role": "user", "content": _MESSAGE_MARK}]
+        for path, render in self._lookups():
             try:
-                self._chat_frame = _split_frame(ask())
+                self._chat_frame = _split_frame(render(message, True))
                 return None
             except Exception as exc:
                 problems.append(f"{path}: {self._describe(exc, retries=0)}")
@@ -160,6 +164,20 @@ class EchoLikelihood:
             + "; ".join(problems)
             + "); give it as chat_frame=(text before, text after the user message)"
         )
+
+    def end_of_reply(self) -> str:
+        """What the model's chat template puts right after a reply (``<|im_end|>``), asked of
+        the server as its chat frame is; "" where no look-up answers."""
+        messages = [
+            {"role": "user", "content": "?"},
+            {"role": "assistant", "content": _MESSAGE_MARK},
+        ]
+        for path, render in self._lookups():
+            try:
+                return reply_end(_split_frame(render(messages, False))[1])
+            except Exception as exc:
+                log.debug("%s: %s", path, self._describe(exc, retries=0))
+        return ""
 
     def _likelihood_one(self, job: tuple[str, str]) -> LogLikelihood:
         """Log-likelihood of ``continuation`` after ``context``, or a failure with its reason

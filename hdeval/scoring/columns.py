@@ -52,13 +52,15 @@ _MODE_SIGNALS: dict[str, tuple[str, ...]] = {
 @dataclass(frozen=True)
 class Profile:
     """How likelihoods become columns (``hierarchy.likelihood_stats``, ``source_free``,
-    ``length``, ``families``): the statistics of every likelihood column, and which of the
-    text's own signals come with :data:`UNCONDITIONED`."""
+    ``length``, ``families``, ``end_of_text``): the statistics of every likelihood column,
+    which of the text's own signals come with :data:`UNCONDITIONED`, and whether the text is
+    read as a whole reply."""
 
     stats: tuple[str, ...] = (MEAN,)
     source_free: bool = False
     length: bool = False
     families: tuple[str, ...] = ()
+    end_of_text: bool = False
 
     @classmethod
     def of(cls, hierarchy: HierarchyParams) -> Profile:
@@ -67,6 +69,7 @@ class Profile:
             hierarchy.source_free,
             hierarchy.length,
             tuple(hierarchy.families),
+            hierarchy.end_of_text,
         )
 
     def likelihood_columns(self, target: str) -> list[str]:

@@ -1,15 +1,13 @@
 """Score samples on the criteria of a tree with the cached judge: resumable, prefix-shared.
 
 Feature columns follow :mod:`hdeval.scoring.columns`: a prompt request gives one column, a
-likelihood
-request one column per statistic of its token log-probabilities, and the text's own likelihoods
-(given the source, and without it) give its PMI and length too. A failed score is NaN in the
-table and a :class:`ScoringFailure` in the run; it is never cached as a result, so the next run
-retries it.
-A prompt longer than the judge's context is cut by the rule of :mod:`hdeval.llm.truncation` before
-its cache key is computed, and counted in the run as a :class:`Truncation`. This module needs
-numpy only (pandas is imported when a caller asks for a DataFrame), so production scoring stays
-light.
+likelihood request one column per statistic of its token log-probabilities, and the text's own
+likelihoods (given the source, and without it) give its PMI and length too. A failed score is
+NaN in the table and a :class:`ScoringFailure` in the run; it is never cached as a result, so
+the next run retries it. A prompt longer than the judge's context is cut by the rule of
+:mod:`hdeval.llm.truncation` before its cache key is computed, and counted in the run as a
+:class:`Truncation`. This module needs numpy only (pandas is imported when a caller asks for a
+DataFrame), so production scoring stays light.
 """
 
 from __future__ import annotations
@@ -61,12 +59,12 @@ log = logging.getLogger(__name__)
 #: The passes over one sample: a scoring mode, the source-free likelihood of the text, or a
 #: signal family's likelihood (:mod:`hdeval.scoring.family_scorer`).
 Pass = Literal["prompt", "likelihood", "source_free", "family"]
+Layout = tuple[list[str], str]  # a pass's shared segments and continuation (a likelihood's text)
 
 
 @dataclass(frozen=True)
 class Request:
-    """One score to ask for: the column it scores (for a likelihood, the mean's column; the
-    other statistics' columns derive from it), its cache key and prompt suffix."""
+    """One score to ask for: its column (a likelihood's: the mean's), cache key and suffix."""
 
     column: str
     key: str
@@ -74,8 +72,7 @@ class Request:
 
 
 class PlannedPass(NamedTuple):
-    """One pass of :meth:`CriterionScorer.score` over one sample, as planned: the shared
-    segments, the continuation (a likelihood's text) and the requests on them."""
+    """One planned pass of :meth:`CriterionScorer.score` over a sample, with its requests."""
 
     sample: Sample
     kind: Pass
@@ -104,7 +101,7 @@ class CriterionScorer:
         self.unconditioned = with_unconditioned(self.modes, unconditioned)
         self.profile = profile
         families = profile.families if self.unconditioned else ()
-        self.families = FamilyScorer(judge, self.task, families)
+        self.families = FamilyScorer(judge, self.task, families, profile.end_of_text)
 
     # ----------------------------------------------------------------- requests per sample
     def prompt_requests(
@@ -210,13 +207,15 @@ class CriterionScorer:
         read = sample.output  # the text as the likelihood pass read it (cut to fit, maybe)
         for kind, scored in self._passes(criteria):
             output = read if kind == "source_free" else sample.output
-            segments, continuation = self._layout(kind, sample.source, output)
+            whole = output == sample.output  # a text cut to fit is not a whole reply: no end
+            segments, continuation = self._layout(kind, sample.source, output, whole)
             requests = self._requests(kind, tree, scored, segments, continuation)
             fitted = self._fit(sample, kind, requests, run, output)
             if fitted is None:
                 continue
             if fitted.truncated:
-                segments, continuation = self._layout(kind, fitted.source, fitted.output)
+                whole = fitted.output == sample.output
+                segments, continuation = self._layout(kind, fitted.source, fitted.output, whole)
                 requests = self._requests(kind, tree, scored, segments, continuation)
             if kind == "likelihood":
                 read = fitted.output
@@ -260,13 +259,16 @@ class CriterionScorer:
             passes.append(("source_free", []))
         return passes
 
-    def _layout(self, kind: Pass, source: str, output: str) -> tuple[list[str], str]:
-        """Shared segments of a sample's requests, and the continuation (likelihood: the text)."""
+    def _layout(self, kind: Pass, source: str, output: str, whole: bool = True) -> Layout:
+        """Shared segments of a sample's requests, and the continuation (likelihood: the text,
+        with the judge's end-of-reply marker where ``profile.end_of_text`` and it is ``whole``)."""
         if kind == "prompt":
             return prompt_segments(self.task, source, output), ""
+        ended = self.profile.end_of_text and whole
+        text = output.strip() + (self.judge.end_of_reply if ended else "")
         if kind == "source_free":
-            return [source_free_segment(self.task)], output.strip()
-        return [source_segment(self.task, source)], output.strip()
+            return [source_free_segment(self.task)], text
+        return [source_segment(self.task, source)], text
 
     def _requests(
         self,

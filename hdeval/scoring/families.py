@@ -81,10 +81,14 @@ class FamilySample:
     references: tuple[str, ...] = ()
 
 
-def passes(family: str, sample: FamilySample, task: TaskSpec) -> list[FamilyPass]:
+def passes(
+    family: str, sample: FamilySample, task: TaskSpec, reply_end: str = ""
+) -> list[FamilyPass]:
     """The likelihood requests ``family`` makes for ``sample`` (none for sentences,
-    repetition, slots)."""
+    repetition, slots); ``reply_end`` follows every whole text read as a reply (the judge's
+    end-of-reply marker, ``hierarchy.end_of_text``), never the source's cut opening."""
     text = sample.output.strip()
+    reply = text + reply_end
     if family == "coverage":
         opening = lead(sample.source, LEAD_WORDS)
         return [
@@ -106,13 +110,13 @@ def passes(family: str, sample: FamilySample, task: TaskSpec) -> list[FamilyPass
         history, fact = dialogue_parts(sample.source)
         ask = f"## Instructions\nWrite a {task.output_noun} for the conversation above."
         return [
-            FamilyPass("history", (f"## Conversation history\n{history}\n\n",), ask, text),
-            FamilyPass("last", (f"## Conversation history\n{last_turn(history)}\n\n",), ask, text),
+            FamilyPass("history", (f"## Conversation history\n{history}\n\n",), ask, reply),
+            FamilyPass("last", (f"## Conversation history\n{last_turn(history)}\n\n",), ask, reply),
             FamilyPass(
                 "fact",
                 (f"## Fact\n{fact}\n\n",),
                 f"## Instructions\nWrite a {task.output_noun} that uses the fact above.",
-                text,
+                reply,
             ),
         ]
     if family == "references":
@@ -124,13 +128,13 @@ def passes(family: str, sample: FamilySample, task: TaskSpec) -> list[FamilyPass
                 "given_reference",
                 (f"## Reference {task.output_noun}\n{reference}\n\n",),
                 f"## Instructions\nWrite a {task.output_noun} that says what the reference says.",
-                text,
+                reply,
             ),
             FamilyPass(
                 "covers_reference",
                 (f"## {task.output_label}\n{text}\n\n",),
                 f"## Instructions\nWrite a {task.output_noun} that says what the one above says.",
-                reference,
+                reference + reply_end,
             ),
         ]
     return []

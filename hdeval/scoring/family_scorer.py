@@ -28,18 +28,26 @@ class FamilyRequest:
 class FamilyScorer:
     """The families of ``families`` for one sample at a time, through ``judge``."""
 
-    def __init__(self, judge: CachedJudge, task: TaskSpec, families: Sequence[str]) -> None:
+    def __init__(
+        self,
+        judge: CachedJudge,
+        task: TaskSpec,
+        families: Sequence[str],
+        end_of_text: bool = False,
+    ) -> None:
         self.judge = judge
         self.task = task
         self.families = tuple(families)
+        self.end_of_text = end_of_text
 
     def requests(self, sample: Sample) -> list[FamilyRequest]:
         """Every likelihood request of the families for ``sample`` (what ``plan`` counts)."""
         seen = _of(sample)
+        end = self.judge.end_of_reply if self.end_of_text and self.families else ""
         out = []
         for family in self.families:
             try:
-                specs = passes(family, seen, self.task)
+                specs = passes(family, seen, self.task, end)
             except HDEvalError as exc:
                 raise HDEvalError(f"sample {sample.id!r}: {exc}") from exc
             for spec in specs:
