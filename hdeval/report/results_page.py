@@ -20,6 +20,8 @@ RUNS = (
     ("metrics.json", "SummEval (the default run)", "`params.yaml`"),
     ("docs/runs/summeval_1.5b.json", "SummEval with the 1.5B judge",
      "`params.yaml` with `llm.model: qwen2.5-coder-1.5b-instruct-q4_k_m`"),
+    ("docs/runs/summeval_end_of_text.json", "SummEval with the text read as a whole reply",
+     "`params.yaml` with `hierarchy.end_of_text: true`"),
     ("docs/runs/sfres.json", "Data-to-text: SFRES", "`params/sfres.yaml`"),
     ("docs/runs/sfhot.json", "Data-to-text: SFHOT", "`params/sfhot.yaml`"),
     ("docs/runs/topical_chat.json", "Dialogue: Topical-Chat, 1.5B judge",
