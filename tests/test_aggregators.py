@@ -147,7 +147,7 @@ def test_nonnegative_linear_keeps_weights_nonnegative_and_is_not_searched() -> N
     columns = ["lik:a", "lik:b", "prompt:c"]
     assert constraints("linear", True, columns) == {"orientation": (1, 1, 1)}
     assert constraints("linear", False, columns) == {}
-    assert constraints("forest", True, columns) == {}
+    assert constraints("tree", True, columns) == {}  # forests: test_monotonicity.py
     rng = np.random.default_rng(0)
     base = rng.normal(size=300)
     X = np.column_stack([base, base + 0.1 * rng.normal(size=300), rng.normal(size=300)])

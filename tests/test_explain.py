@@ -33,9 +33,14 @@ from hdeval.training.aggregators import make_aggregator
 REPO = Path(__file__).resolve().parents[1]
 FEATURES = ["prompt:c0", "prompt:c1", "prompt:c2", "lik:c0", "lik:c1", "lik:_text"]
 ASPECTS = ["coherence", "fluency", "relevance"]
-KINDS = ("linear", "forest", "mlp")
-FAST = {"forest": {"n_estimators": 20, "max_depth": 6}, "mlp": {"hidden_layer_sizes": (16, 8)}}
-EXPLAINERS = {"linear": "LinearExplainer", "forest": "TreeExplainer", "mlp": "ExactExplainer"}
+KINDS = ("linear", "forest", "monotone forest", "mlp")
+FAST = {
+    "forest": {"n_estimators": 20, "max_depth": 6},
+    "monotone forest": {"n_estimators": 20, "max_depth": 6, "monotonic_cst": [1] * 6},
+    "mlp": {"hidden_layer_sizes": (16, 8)},
+}
+EXPLAINERS = {"linear": "LinearExplainer", "forest": "TreeExplainer",
+              "monotone forest": "TreeExplainer", "mlp": "ExactExplainer"}  # fmt: skip
 
 
 def synthetic(n: int = 160, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
@@ -62,7 +67,10 @@ def data():
 @pytest.fixture(scope="module")
 def fitted(data) -> dict:
     X, Y, _ = data
-    return {k: make_aggregator(k, **FAST.get(k, {})).fit(X.to_numpy(), Y.to_numpy()) for k in KINDS}
+    return {
+        k: make_aggregator(k.split()[-1], **FAST.get(k, {})).fit(X.to_numpy(), Y.to_numpy())
+        for k in KINDS
+    }
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +79,7 @@ def exported(fitted, data, tmp_path_factory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("onnx")
     paths = {}
     for kind, pipeline in fitted.items():
-        paths[kind] = folder / f"{kind}.onnx"
+        paths[kind] = folder / f"{kind.replace(' ', '_')}.onnx"
         export_onnx(
             pipeline,
             len(FEATURES),

@@ -21,6 +21,7 @@ from hdeval.scoring.families import (
     said_before,
     sentence_values,
     values,
+    wording_values,
 )
 from hdeval.scoring.family_columns import FAMILY_COLUMNS
 from hdeval.scoring.sources import (
@@ -29,6 +30,7 @@ from hdeval.scoring.sources import (
     parse_mr,
     realised,
     sentence_spans,
+    value_spans,
 )
 
 
@@ -79,6 +81,33 @@ def test_a_value_is_realised_whole_or_inflected_never_as_part_of_another_word(
     value: str, text: str, said: bool
 ) -> None:
     assert realised(value, text) is said
+
+
+def test_wording_reads_the_tokens_around_the_values_apart_from_the_values() -> None:
+    mr = "inform(name='inn at the presidio';near=presidio;dogs_allowed=no)"
+    text = "He Inn at the Presidio is near presidio."
+    spans = value_spans(parse_mr(mr), text)
+    assert [text[a:b] for a, b in spans] == ["Inn at the Presidio", "Presidio", "presidio"]
+    words = ["He", " Inn", " at", " the", " Presidio", " is", " near", " presidio", "."]
+
+    def count(prefix: str) -> int:  # tokens of a prefix, as a tokenizer counts them
+        return sum(len("".join(words[: i + 1])) <= len(prefix) for i in range(len(words)))
+
+    given = LogLikelihood(tokens=(-9.0, -4.0, -1.0, -1.0, -1.0, -2.0, -2.0, -0.5, -3.0))
+    free = LogLikelihood(tokens=(-8.0, -6.0, -6.0, -6.0, -6.0, -3.0, -3.0, -7.0, -1.0))
+    out = wording_values(FamilySample(mr, text), given, free, count)
+    assert out["word.given:_text"] == pytest.approx(-4.0)  # He, is, near, "."
+    assert out["word.given.min:_text"] == -9.0 and out["word.free.min:_text"] == -8.0
+    assert out["word.free:_text"] == pytest.approx(-3.75)
+    assert out["vals.given.min:_text"] == -4.0  # the value's first token, after "He"
+    by_chars = wording_values(FamilySample(mr, text), given, free, None)
+    assert by_chars["word.given.min:_text"] == -9.0
+    no_value = wording_values(FamilySample("request(area)", "Where?"), LogLikelihood((-2.0,)),
+                              LogLikelihood((-3.0,)), None)  # fmt: skip
+    assert no_value["vals.given.min:_text"] == 0.0 and no_value["word.given:_text"] == -2.0
+    every_value = wording_values(FamilySample("inform(area=presidio)", "Presidio"),
+                                 LogLikelihood((-2.0,)), LogLikelihood((-3.0,)), None)  # fmt: skip
+    assert every_value["word.free:_text"] == -3.0  # the whole text stands for the wording
 
 
 def test_a_yes_or_no_question_has_no_value_to_say() -> None:

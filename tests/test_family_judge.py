@@ -98,6 +98,34 @@ def test_slots_read_the_meaning_representation_and_refuse_a_malformed_one(
         scorer.score([Sample("bad", "d", "red door cafe", "a text .")], TREE, progress=False)
 
 
+def test_wording_falls_where_the_words_around_the_values_go_wrong(embedded_backend, tmp_path):
+    """SFHOT's commonest faults are in the words a system wraps around the values it copies
+    ("He inn at the presidio", "a hotel called in the"): the wording's likelihood given the
+    source falls for them below a correct sentence's, while a value copied after a wrong word
+    shows as the least likely value token."""
+    task = TaskSpec(
+        description="data-to-text generation. A sentence expresses a meaning representation",
+        source_label="Meaning representation", output_label="Sentence",
+        output_noun="sentence", source_noun="meaning representation",
+    )  # fmt: skip
+    mr = "inform(name='inn at the presidio';near='presidio';pricerange=moderate)"
+    texts = {
+        "good": "The inn at the presidio is near presidio and is moderately priced .",
+        "he": "He inn at the presidio is near presidio and is moderately priced .",
+        "called": "There is a hotel called in the inn at the presidio near presidio and is "
+        "moderately priced .",
+        "question": "What part of the city are you looking for ?",
+    }
+    scorer = _scorer(embedded_backend, tmp_path, ["wording"], task)
+    run = scorer.score([Sample(k, "d", mr, v) for k, v in texts.items()], TREE, progress=False)
+    table = run.features
+    assert list(table.columns[-7:]) == list(FAMILY_COLUMNS["wording"])
+    for broken in ("he", "called"):
+        assert table.loc[broken, "word.given:_text"] < table.loc["good", "word.given:_text"] - 0.5
+        assert table.loc[broken, "vals.given.min:_text"] < table.loc["good", "vals.given.min:_text"]
+    assert table.loc["question", "vals.given.min:_text"] == 0.0  # no value to copy
+
+
 def test_a_text_read_as_a_whole_reply_is_unlikely_where_it_stops_mid_sentence(
     embedded_backend, summeval_rows, tmp_path
 ):

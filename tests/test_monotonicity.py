@@ -12,7 +12,7 @@ from hdeval.data import LabelledData
 from hdeval.errors import ConfigError
 from hdeval.params import AggregatorParams, HierarchyParams, Params
 from hdeval.report.results import selection_markdown
-from hdeval.training.aggregators import make_aggregator
+from hdeval.training.aggregators import constraints, make_aggregator
 from hdeval.training.fit import select_and_fit
 from hdeval.training.monotonicity import rising_share
 from hdeval.tree.criteria import CriteriaTree, Criterion
@@ -51,6 +51,21 @@ def test_a_tree_on_a_non_monotone_target_rises_for_part_of_the_texts() -> None:
     X = np.random.default_rng(2).normal(size=(300, 2))
     share = rising_share(_fit("tree", X, np.abs(X[:, 0]), max_depth=4), X)
     assert 0.5 < share < 1.0  # a text left of the dip scores higher for being worse
+
+
+def test_a_forest_under_nonnegative_is_monotone_per_aspect_where_a_free_one_rises() -> None:
+    """scikit-learn's monotone constraints hold for one output: under ``nonnegative`` the
+    forest is one monotone forest per aspect, so it never rises even on a target with a dip."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(300, 2))
+    Y = np.column_stack([np.abs(X[:, 0]) + X[:, 1], X[:, 1] - X[:, 0] ** 2])
+    fixed = constraints("forest", True, ["lik:a", "lik:b"])
+    assert fixed == {"monotonic_cst": [1, 1]}
+    monotone = _fit("forest", X, Y, n_estimators=20, **fixed)
+    assert monotone.predict(X[:5]).shape == (5, 2)
+    assert rising_share(monotone, X) == 0.0
+    assert rising_share(_fit("forest", X, Y, n_estimators=20), X) > 0.2
+    assert constraints("forest", False, ["lik:a"]) == {}
 
 
 def test_selection_ships_the_best_candidate_that_does_not_rise(tmp_path) -> None:

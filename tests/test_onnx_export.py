@@ -104,6 +104,19 @@ def test_feature_names_select_dataframe_columns(fitted, tmp_path) -> None:
         aggregator.predict(X[:, :5])
 
 
+@pytest.mark.parametrize("kind", ["forest", "boosting"])
+def test_monotone_ensembles_export_with_parity(kind, tmp_path) -> None:
+    """One monotone ensemble per aspect (``aggregator.nonnegative``): each aspect's trees feed
+    its own output in the graph."""
+    X, Y = synthetic()
+    params = {"monotonic_cst": [1] * (N_FEATURES - 1) + [-1], **FAST.get(kind, {})}
+    pipeline = make_aggregator(kind, **params).fit(X[:200], Y[:200])
+    path = tmp_path / f"{kind}.onnx"
+    export_onnx(pipeline, N_FEATURES, path, X[:60], output_names=["a", "b", "c"])
+    expected = pipeline.predict(X.astype(np.float32).astype(np.float64))
+    assert np.max(np.abs(OnnxAggregator(path).predict(X) - expected)) <= 1e-5
+
+
 @pytest.mark.parametrize("kind", ["tree", "forest"])
 def test_tree_split_between_float32_neighbours(kind, tmp_path) -> None:
     """A value between a float64 threshold and its float32 rounding goes where sklearn sends it."""

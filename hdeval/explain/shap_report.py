@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -91,6 +92,8 @@ def shap_explanations(
     scores (scaling is affine per feature and does not change interventional SHAP values).
     ``background`` defaults to a seeded sample of ``X`` of at most ``max_background`` rows.
     """
+    from hdeval.training.monotone_trees import MonotoneForest
+
     shap = _import_shap()
     names = (
         list(feature_names)
@@ -112,6 +115,16 @@ def shap_explanations(
     elif _is_tree_model(model):
         explainer = shap.TreeExplainer(model, bg_t, feature_perturbation="interventional")
         explanation = explainer(X_t)
+    elif isinstance(model, MonotoneForest):  # a forest per output, each explained exactly
+        explainers = [
+            shap.TreeExplainer(forest, bg_t, feature_perturbation="interventional")
+            for forest in model.estimators_
+        ]
+        explainer, parts = explainers[0], [each(X_t) for each in explainers]
+        explanation = SimpleNamespace(
+            values=np.stack([p.values for p in parts], axis=2),
+            base_values=np.stack([np.broadcast_to(p.base_values, len(X_t)) for p in parts], 1),
+        )
     else:
         explainer = shap.Explainer(
             model.predict, shap.maskers.Independent(bg_t, max_samples=len(bg_t)), seed=seed

@@ -7,7 +7,9 @@ and ``intercept_`` as Ridge does). Four converters are replaced here, passed per
 :func:`custom_converters` without touching skl2onnx's global registry: MLPRegressor (skl2onnx
 flattens multi-output predictions to one column), DecisionTreeRegressor and RandomForestRegressor
 (see :func:`_convert_tree_regressor`), and SimpleImputer (onnxruntime's Imputer operator has no
-float64 kernel; it becomes IsNaN + Where).
+float64 kernel; it becomes IsNaN + Where). Our monotone ensembles (one per aspect) are added: a
+:class:`~hdeval.training.monotone_trees.MonotoneForest` goes through the forest's converter,
+each tree feeding its own aspect; a ``MonotoneBoosting`` through :func:`_convert_boosting`.
 
 scikit-learn, skl2onnx and onnx are imported inside the functions that need them: importing this
 module needs only numpy.
@@ -83,8 +85,12 @@ def _convert_mlp_regressor(scope, operator, container) -> None:
         current = target
 
 
-def _tree_attributes(trees: list, n_outputs: int, weight: float) -> dict[str, Any]:
-    """TreeEnsembleRegressor (ai.onnx.ml opset 3) attributes with float64 thresholds/leaves."""
+def _tree_attributes(
+    trees: list, n_outputs: int, weight: float, feeds: list[int] | None = None
+) -> dict[str, Any]:
+    """TreeEnsembleRegressor (ai.onnx.ml opset 3) attributes with float64 thresholds/leaves:
+    each tree feeds every output, or, with ``feeds``, the one output ``feeds[i]`` (a
+    single-output tree of a per-aspect forest)."""
     from onnx import numpy_helper
 
     nodes: dict[str, list] = {k: [] for k in ("tree", "node", "feature", "mode", "true", "false")}
@@ -100,11 +106,12 @@ def _tree_attributes(trees: list, n_outputs: int, weight: float) -> dict[str, An
             nodes["true"].append(0 if leaf else int(tree.children_left[node_id]))
             nodes["false"].append(0 if leaf else int(tree.children_right[node_id]))
             thresholds.append(0.0 if leaf else float(tree.threshold[node_id]))
-            for output in range(n_outputs) if leaf else ():
+            outputs = range(n_outputs) if feeds is None else (feeds[tree_id],)
+            for slot, output in enumerate(outputs) if leaf else ():
                 targets["tree"].append(tree_id)
                 targets["node"].append(node_id)
                 targets["id"].append(output)
-                targets["weight"].append(float(tree.value[node_id, output, 0]) * weight)
+                targets["weight"].append(float(tree.value[node_id, slot, 0]) * weight)
     return {
         "n_targets": n_outputs,
         "post_transform": "NONE",
@@ -138,9 +145,17 @@ def _convert_tree_regressor(scope, operator, container) -> None:
     """
     from onnx import TensorProto
 
+    from hdeval.training.monotone_trees import MonotoneForest
+
     model = operator.raw_operator
-    trees = [e.tree_ for e in model.estimators_] if hasattr(model, "estimators_") else [model.tree_]
-    attributes = _tree_attributes(trees, int(model.n_outputs_), 1.0 / len(trees))
+    if isinstance(model, MonotoneForest):  # a forest per output, each tree feeding its own
+        forests = [forest.estimators_ for forest in model.estimators_]
+        trees = [tree.tree_ for forest in forests for tree in forest]
+        feeds = [output for output, forest in enumerate(forests) for _ in forest]
+        attributes = _tree_attributes(trees, len(forests), 1.0 / len(forests[0]), feeds)
+    else:
+        trees = [e.tree_ for e in getattr(model, "estimators_", [model])]
+        attributes = _tree_attributes(trees, int(model.n_outputs_), 1.0 / len(trees))
     as_f32 = scope.get_unique_variable_name("tree_x_f32")
     as_f64 = scope.get_unique_variable_name("tree_x_f64")
     summed = scope.get_unique_variable_name("tree_y_f32")
@@ -299,11 +314,13 @@ def custom_converters() -> tuple[dict, dict]:
     from sklearn.neural_network import MLPRegressor
     from sklearn.tree import DecisionTreeRegressor
 
-    from hdeval.training.aggregators import MonotoneBoosting, OrientedRidge
+    from hdeval.training.aggregators import OrientedRidge
+    from hdeval.training.monotone_trees import MonotoneBoosting, MonotoneForest
 
     shapes = {
         OrientedRidge: calculate_linear_regressor_output_shapes,
         MonotoneBoosting: _tree_shape,
+        MonotoneForest: _tree_shape,
         DecisionTreeRegressor: _tree_shape,
         RandomForestRegressor: _tree_shape,
         MLPRegressor: _mlp_shape,
@@ -315,5 +332,6 @@ def custom_converters() -> tuple[dict, dict]:
         DecisionTreeRegressor: _convert_tree_regressor,
         RandomForestRegressor: _convert_tree_regressor,
         MonotoneBoosting: _convert_boosting,
+        MonotoneForest: _convert_tree_regressor,
     }
     return converters, shapes

@@ -13,7 +13,9 @@ from hdeval.errors import ConfigError
 Mode = Literal["prompt", "likelihood"]
 FeatureModes = Literal["prompt", "likelihood", "both"]
 AggregatorKind = Literal["linear", "tree", "forest", "mlp", "boosting"]
-Family = Literal["coverage", "sentences", "repetition", "slots", "dialogue", "references"]
+Family = Literal[
+    "coverage", "sentences", "repetition", "slots", "wording", "dialogue", "references"
+]
 #: Statistics of a text's token log-probabilities (see :mod:`hdeval.scoring.likelihood_stats`).
 LikelihoodStat = Literal["mean", "min", "p10", "p25", "surprise"]
 DHPTask = Literal["summarization", "story", "qa", "translation", "dialogue", "data_to_text"]

@@ -74,7 +74,9 @@ class HierarchyParams(Section):
     """Signal families scored with the text's own signals (:mod:`hdeval.scoring.families`):
     ``coverage`` (the source's opening given the text), ``sentences`` (PMI per sentence),
     ``repetition`` (the text repeating its own word trigrams; no LLM call), ``slots`` (a
-    meaning representation's values realised: data-to-text), ``dialogue`` (PMI with the history,
+    meaning representation's values realised: data-to-text), ``wording`` (the likelihood of the
+    words around a meaning representation's values, with and without the source, and of the
+    values themselves; no LLM call: data-to-text), ``dialogue`` (PMI with the history,
     with its last turn and with the knowledge fact apart, the share of word pairs the history
     already said, and whether the context gives a fact: dialogue), ``references``
     (likelihoods both ways and ROUGE against the references: a bundle that reads them needs
@@ -108,7 +110,7 @@ class HierarchyParams(Section):
             raise ValueError(f"likelihood_stats lists a statistic twice: {self.likelihood_stats}")
         if len(set(self.families)) != len(self.families):
             raise ValueError(f"families lists a family twice: {self.families}")
-        needs_free = {"sentences", "dialogue"} & set(self.families)
+        needs_free = {"sentences", "wording", "dialogue"} & set(self.families)
         if needs_free and not self.source_free:
             if "families" not in self.model_fields_set:  # the default list, with source_free off
                 self.families = [f for f in self.families if f not in needs_free]
@@ -129,8 +131,8 @@ class AggregatorParams(Section):
     kinds: list[AggregatorKind] = Field(
         default_factory=lambda: ["linear", "tree", "forest", "boosting", "mlp"], min_length=1
     )
-    """Aggregator kinds tried (boosting: gradient-boosted trees per aspect, monotone in each
-    column's orientation with ``nonnegative``)."""
+    """Aggregator kinds tried (boosting: gradient-boosted trees per aspect; with ``nonnegative``
+    boosting and forest are monotone in each column's orientation, one ensemble per aspect)."""
     feature_modes: list[FeatureModes] = Field(
         default_factory=lambda: ["prompt", "likelihood", "both"], min_length=1
     )
@@ -149,8 +151,8 @@ class AggregatorParams(Section):
     nonnegative: bool = True
     """A linear aggregator's weight on each column gets the sign of its orientation: at least
     0 where higher is better, at most 0 where lower is better, either for a column that is no
-    quality judgement (length). A text worse on every criterion then never scores higher.
-    false fits signed weights."""
+    quality judgement (length); boosting and forests are monotone the same way. A text worse on
+    every criterion then never scores higher. false fits signed weights and free trees."""
     max_rising_share: float | None = Field(0.0, ge=0.0, le=1.0)
     """With ``nonnegative``: the share of training texts another kind may score higher when
     every column is made worse by 0.5-4 standard deviations (:mod:`hdeval.training.monotonicity`);

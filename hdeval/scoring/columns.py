@@ -45,7 +45,19 @@ _SIGNAL_OF_MODE: dict[str, str] = {"prompt": PROMPT, "likelihood": LIKELIHOOD}
 #: with the text's likelihoods).
 _MODE_SIGNALS: dict[str, tuple[str, ...]] = {
     "prompt": (PROMPT,),
-    "likelihood": (LIKELIHOOD, PMI, LENGTH, "cov", "spmi", "rep", "slots", "ref", "rouge"),
+    "likelihood": (
+        LIKELIHOOD,
+        PMI,
+        LENGTH,
+        "cov",
+        "spmi",
+        "rep",
+        "slots",
+        "word",
+        "vals",
+        "ref",
+        "rouge",
+    ),
 }
 
 

@@ -18,6 +18,12 @@ repetition     ``rep.trigrams``: the share of the text's word trigrams     none 
 slots          ``slots.realised``: share of the meaning representation's   none
                spoken values the text realises; ``slots.omitted``: how
                many it leaves out (:mod:`hdeval.scoring.sources`)
+wording        ``word.given`` / ``word.free`` (each also ``.min``,         none (the text's
+               ``.p10``): the text's tokens outside the meaning            two likelihoods)
+               representation's values, given the source and without it
+               (how a sentence says it, apart from what it copies);
+               ``vals.given.min``: the least likely token of the values
+               given the source (a value mangled in the copy)
 dialogue       ``pmi:_history`` / ``pmi:_last`` / ``pmi:_fact``: the       three likelihood
                text's PMI with the dialogue history, with its last turn    passes (the last
                alone (does it answer what was just said) and with the      turn's and the
@@ -56,6 +62,7 @@ from hdeval.scoring.sources import (
     parse_mr,
     realised,
     sentence_spans,
+    value_spans,
 )
 
 #: Words of the source's opening that coverage reads.
@@ -169,6 +176,10 @@ def values(
         found = sum(realised(v, sample.output) for v in spoken)
         share = found / len(spoken) if spoken else 1.0
         return {"slots.realised:_text": share, "slots.omitted:_text": float(len(spoken) - found)}
+    if family == "wording":
+        if text_given is None or text_free is None:
+            return {}
+        return wording_values(sample, text_given, text_free, token_count)
     if family == "dialogue":
         history, fact = dialogue_parts(sample.source)
         read = {
@@ -224,6 +235,40 @@ def sentence_values(
         "spmi.neg:_text": float(np.mean(scores <= 0)),
         "len.sents:_text": float(len(spans)),
     }
+
+
+def wording_values(
+    sample: FamilySample,
+    given: LogLikelihood,
+    free: LogLikelihood,
+    token_count: Callable[[str], int] | None,
+) -> dict[str, float]:
+    """The text's token log-probabilities split into the meaning representation's values
+    (:func:`~hdeval.scoring.sources.value_spans`) and the wording around them: the wording's
+    mean, minimum and 10th percentile given the source and without it, and the least likely
+    value token given the source (0 where the text realises no value; the whole text's tokens
+    stand for the wording where it is all values)."""
+    text = sample.output.strip()
+    n = len(given.tokens)
+
+    def token_at(position: int) -> int:  # tokens before the character at ``position``
+        if token_count is None:
+            return round(n * position / max(len(text), 1))
+        return min(token_count(text[:position].rstrip()), n)
+
+    is_value = np.zeros(n, dtype=bool)
+    for start, end in value_spans(parse_mr(sample.source), text):
+        is_value[token_at(start) : token_at(end)] = True
+    wording = ~is_value if (~is_value).any() else np.ones(n, dtype=bool)
+    out = {}
+    for name, reading in (("given", given), ("free", free)):
+        tokens = np.asarray(reading.tokens, dtype=float)[wording]
+        out[f"word.{name}:_text"] = float(tokens.mean())
+        out[f"word.{name}.min:_text"] = float(tokens.min())
+        out[f"word.{name}.p10:_text"] = float(np.percentile(tokens, 10))
+    values = np.asarray(given.tokens, dtype=float)[is_value]
+    out["vals.given.min:_text"] = float(values.min()) if values.size else 0.0
+    return out
 
 
 def repeated_trigrams(text: str) -> float:

@@ -11,6 +11,15 @@ FAMILY_COLUMNS: dict[str, tuple[str, ...]] = {
     "sentences": ("spmi.min:_text", "spmi.max:_text", "spmi.neg:_text", "len.sents:_text"),
     "repetition": ("rep.trigrams:_text",),
     "slots": ("slots.realised:_text", "slots.omitted:_text"),
+    "wording": (
+        "word.given:_text",
+        "word.given.min:_text",
+        "word.given.p10:_text",
+        "word.free:_text",
+        "word.free.min:_text",
+        "word.free.p10:_text",
+        "vals.given.min:_text",
+    ),
     "dialogue": (
         "pmi:_history",
         "pmi:_last",
@@ -46,6 +55,15 @@ WORDS = {
     "rep.trigrams": "share of word trigrams that repeat an earlier one (the text repeating itself)",
     "slots.realised": "share of the meaning representation's values realised",
     "slots.omitted": "values of the meaning representation left out",
+    "word.given": "likelihood of the wording around the values, given the source",
+    "word.given.min": "least likely word around the values, given the source",
+    "word.given.p10": "likelihood of the wording around the values, given the source: "
+    "10th-percentile token",
+    "word.free": "fluency of the wording around the values (without the source)",
+    "word.free.min": "least fluent word around the values (without the source)",
+    "word.free.p10": "fluency of the wording around the values: 10th-percentile token",
+    "vals.given.min": "least likely token of the values, given the source (a value mangled, or "
+    "after a wrong word)",
     "pmi:_history": "grounding in the dialogue history (PMI)",
     "pmi:_last": "answering the last turn (PMI with it alone)",
     "pmi:_fact": "grounding in the knowledge fact (PMI)",
@@ -66,6 +84,8 @@ GROUPS = {
     "rep.history": "saying again what the conversation said",
     "fact.none": "no fact to use",
     "slots": "meaning representation realised",
+    "word": "wording around the values",
+    "vals": "the values in their context",
     "ref": "agreement with the references",
     "rouge": "agreement with the references",
 }

@@ -84,6 +84,19 @@ def realised(value: str, text: str) -> bool:
     return re.search(pattern, normalise(text)) is not None
 
 
+def value_spans(mr: MeaningRepresentation, text: str) -> list[tuple[int, int]]:
+    """Character spans of ``text`` where the spoken values of ``mr`` are realised (every
+    occurrence, matched as :func:`realised` matches: case, ``_`` and punctuation ignored)."""
+    spans = []
+    for value in mr.spoken_values():
+        words = value.split()
+        if not words:
+            continue
+        pattern = r"\b" + r"[\W_]+".join(re.escape(w) + _INFLECTED for w in words) + r"\b"
+        spans += [m.span() for m in re.finditer(pattern, text, re.IGNORECASE)]
+    return sorted(spans)
+
+
 def dialogue_parts(source: str) -> tuple[str, str]:
     """The history and the knowledge fact of a dialogue source.
 

@@ -2,7 +2,8 @@
 
 HD-Eval (Appendix C.3) uses scikit-learn's linear regression, decision tree, random forest and a
 shallow 3-layer ReLU MLP; "boosting" adds gradient-boosted trees (``HistGradientBoostingRegressor``
-per aspect), which can keep each column's orientation as a monotone constraint. Our linear
+per aspect), which can keep each column's orientation as a monotone constraint, as the forest
+does under the same constraint (one per aspect, :mod:`hdeval.training.monotone_trees`). Our linear
 regression is ridge regression (ordinary least squares as
 ``alpha`` -> 0): a few hundred labelled texts and dozens of correlated criterion scores make plain
 least squares fit noise. Each is wrapped in a :class:`~sklearn.pipeline.Pipeline` that first
@@ -25,7 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import lsq_linear
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegressor
+from sklearn.ensemble import RandomForestRegressor
 from sklearn.impute import SimpleImputer
 from sklearn.linear_model import Ridge
 from sklearn.neural_network import MLPRegressor
@@ -36,6 +37,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from hdeval.errors import ConfigError
 from hdeval.scoring.columns import criterion_of, orientation, source_of
+from hdeval.training.monotone_trees import MonotoneBoosting, MonotoneForest
 
 KINDS: tuple[str, ...] = ("linear", "tree", "forest", "mlp", "boosting")
 
@@ -123,52 +125,6 @@ class OrientedRidge(RegressorMixin, BaseEstimator):
         return X @ np.asarray(self.coef_).T + self.intercept_
 
 
-class MonotoneBoosting(RegressorMixin, BaseEstimator):
-    """Gradient-boosted trees per output (scikit-learn's ``HistGradientBoostingRegressor``),
-    each monotone in every column as ``monotonic_cst`` says (+1 rising, -1 falling, 0 free)."""
-
-    def __init__(
-        self,
-        learning_rate: float = 0.05,
-        max_iter: int = 150,
-        max_leaf_nodes: int = 8,
-        min_samples_leaf: int = 20,
-        l2_regularization: float = 1.0,
-        monotonic_cst: Sequence[int] | None = None,
-        random_state: int = 0,
-    ) -> None:
-        self.learning_rate = learning_rate
-        self.max_iter = max_iter
-        self.max_leaf_nodes = max_leaf_nodes
-        self.min_samples_leaf = min_samples_leaf
-        self.l2_regularization = l2_regularization
-        self.monotonic_cst = monotonic_cst
-        self.random_state = random_state
-
-    def fit(self, X, y):
-        X, Y = validate_data(self, X, y, multi_output=True, y_numeric=True)
-        targets = Y.reshape(len(Y), -1)
-        settings = self.get_params()
-        self.estimators_ = [
-            HistGradientBoostingRegressor(early_stopping=False, **settings).fit(X, column)
-            for column in targets.T
-        ]
-        self.n_outputs_ = targets.shape[1]
-        self._single = Y.ndim == 1
-        return self
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = True
-        return tags
-
-    def predict(self, X) -> np.ndarray:
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False)
-        out = np.column_stack([e.predict(X) for e in self.estimators_])
-        return out[:, 0] if self._single else out
-
-
 def _check_kind(kind: str) -> None:
     if kind not in KINDS:
         raise ConfigError(f"unknown aggregator kind {kind!r}; choose one of {', '.join(KINDS)}")
@@ -182,7 +138,8 @@ def _model(kind: str, random_state: int, params: dict[str, Any]):
     if kind == "tree":
         return DecisionTreeRegressor(random_state=random_state, **params)
     if kind == "forest":
-        return RandomForestRegressor(random_state=random_state, **params)
+        forest = MonotoneForest if "monotonic_cst" in params else RandomForestRegressor
+        return forest(random_state=random_state, **params)
     if kind == "boosting":
         return MonotoneBoosting(random_state=random_state, **{**BOOSTING_DEFAULTS, **params})
     return MLPRegressor(random_state=random_state, **{**MLP_DEFAULTS, **params})
@@ -217,7 +174,7 @@ def constraints(kind: str, nonnegative: bool, columns: Sequence[str] = ()) -> di
     _check_kind(kind)
     if kind == "linear" and nonnegative:
         return {"orientation": tuple(orientation(c) for c in columns)}
-    if kind == "boosting" and nonnegative:
+    if kind in ("boosting", "forest") and nonnegative:
         return {"monotonic_cst": [orientation(c) for c in columns]}
     return {}
 
