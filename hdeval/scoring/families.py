@@ -216,10 +216,7 @@ def sentence_values(
     number of sentences."""
     pmi = np.asarray(given.tokens) - np.asarray(free.tokens)
     spans = sentence_spans(text)
-    if token_count is not None:
-        ends = [min(token_count(text[:end]), len(pmi)) for _, end in spans]
-    else:  # no tokenizer: each sentence's share of the characters
-        ends = [round(len(pmi) * end / max(len(text), 1)) for _, end in spans]
+    ends = [token_index(text, end, len(pmi), token_count) for _, end in spans]
     ends[-1] = len(pmi)
     per_sentence, start = [], 0
     for end in ends:
@@ -250,15 +247,10 @@ def wording_values(
     stand for the wording where it is all values)."""
     text = sample.output.strip()
     n = len(given.tokens)
-
-    def token_at(position: int) -> int:  # tokens before the character at ``position``
-        if token_count is None:
-            return round(n * position / max(len(text), 1))
-        return min(token_count(text[:position].rstrip()), n)
-
     is_value = np.zeros(n, dtype=bool)
     for start, end in value_spans(parse_mr(sample.source), text):
-        is_value[token_at(start) : token_at(end)] = True
+        first, last = (token_index(text, p, n, token_count) for p in (start, end))
+        is_value[first:last] = True
     wording = ~is_value if (~is_value).any() else np.ones(n, dtype=bool)
     out = {}
     for name, reading in (("given", given), ("free", free)):
@@ -269,6 +261,15 @@ def wording_values(
     values = np.asarray(given.tokens, dtype=float)[is_value]
     out["vals.given.min:_text"] = float(values.min()) if values.size else 0.0
     return out
+
+
+def token_index(text: str, position: int, n: int, token_count: Callable[[str], int] | None) -> int:
+    """How many of the judge's ``n`` tokens of ``text`` come before the character at
+    ``position`` (white space before it not counted); without a tokenizer (``token_count``
+    None), the same share of the tokens as of the characters."""
+    if token_count is None:
+        return round(n * position / max(len(text), 1))
+    return min(token_count(text[:position].rstrip()), n)
 
 
 def repeated_trigrams(text: str) -> float:

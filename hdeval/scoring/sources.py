@@ -79,9 +79,7 @@ def normalise(text: str) -> str:
 def realised(value: str, text: str) -> bool:
     """Whether ``value``'s words appear in ``text`` in order, each a whole word or that word with
     one of :data:`INFLECTIONS` (both normalised)."""
-    words = normalise(value).split()
-    pattern = r"\b" + " ".join(re.escape(word) + _INFLECTED for word in words) + r"\b"
-    return re.search(pattern, normalise(text)) is not None
+    return re.search(_value_pattern(normalise(value).split(), " "), normalise(text)) is not None
 
 
 def value_spans(mr: MeaningRepresentation, text: str) -> list[tuple[int, int]]:
@@ -92,9 +90,15 @@ def value_spans(mr: MeaningRepresentation, text: str) -> list[tuple[int, int]]:
         words = value.split()
         if not words:
             continue
-        pattern = r"\b" + r"[\W_]+".join(re.escape(w) + _INFLECTED for w in words) + r"\b"
+        pattern = _value_pattern(words, r"[\W_]+")
         spans += [m.span() for m in re.finditer(pattern, text, re.IGNORECASE)]
     return sorted(spans)
+
+
+def _value_pattern(words: list[str], between: str) -> str:
+    """A regular expression of ``words`` in order, each whole or with one of
+    :data:`INFLECTIONS`, separated by ``between``."""
+    return r"\b" + between.join(re.escape(word) + _INFLECTED for word in words) + r"\b"
 
 
 def dialogue_parts(source: str) -> tuple[str, str]:
