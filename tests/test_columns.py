@@ -11,6 +11,7 @@ from hdeval.scoring.columns import (
     of_mode,
     source_of,
 )
+from hdeval.scoring.family_columns import FAMILY_COLUMNS
 
 
 def test_column_helpers() -> None:
@@ -39,3 +40,11 @@ def test_feature_columns_prompt_first_then_likelihood_then_unconditioned() -> No
     assert feature_columns(ids, ["prompt"], unconditioned=True) == [*both[:2], "lik:_text"]
     assert of_mode(both, "prompt") == both[:2]
     assert of_mode(both, "likelihood") == both[2:]
+
+
+def test_every_family_column_counts_as_likelihood_mode() -> None:
+    """A family column comes with the text's likelihoods, so a likelihood-only ablation keeps
+    it (the dialogue family's ``fact.none`` was once left out)."""
+    family = [c for cols in FAMILY_COLUMNS.values() for c in cols]
+    assert of_mode(["prompt:coh", *family], "likelihood") == family
+    assert of_mode(["prompt:coh", *family], "prompt") == ["prompt:coh"]

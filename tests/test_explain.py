@@ -33,14 +33,16 @@ from hdeval.training.aggregators import make_aggregator
 REPO = Path(__file__).resolve().parents[1]
 FEATURES = ["prompt:c0", "prompt:c1", "prompt:c2", "lik:c0", "lik:c1", "lik:_text"]
 ASPECTS = ["coherence", "fluency", "relevance"]
-KINDS = ("linear", "forest", "monotone forest", "mlp")
+KINDS = ("linear", "forest", "monotone forest", "boosting", "mlp")
 FAST = {
     "forest": {"n_estimators": 20, "max_depth": 6},
     "monotone forest": {"n_estimators": 20, "max_depth": 6, "monotonic_cst": [1] * 6},
+    "boosting": {"max_iter": 30, "monotonic_cst": [1] * 6},
     "mlp": {"hidden_layer_sizes": (16, 8)},
 }
 EXPLAINERS = {"linear": "LinearExplainer", "forest": "TreeExplainer",
-              "monotone forest": "TreeExplainer", "mlp": "ExactExplainer"}  # fmt: skip
+              "monotone forest": "TreeExplainer", "boosting": "TreeExplainer",
+              "mlp": "ExactExplainer"}  # fmt: skip
 
 
 def synthetic(n: int = 160, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:

@@ -92,7 +92,7 @@ def shap_explanations(
     scores (scaling is affine per feature and does not change interventional SHAP values).
     ``background`` defaults to a seeded sample of ``X`` of at most ``max_background`` rows.
     """
-    from hdeval.training.monotone_trees import MonotoneForest
+    from hdeval.training.monotone_trees import PerOutput
 
     shap = _import_shap()
     names = (
@@ -115,7 +115,7 @@ def shap_explanations(
     elif _is_tree_model(model):
         explainer = shap.TreeExplainer(model, bg_t, feature_perturbation="interventional")
         explanation = explainer(X_t)
-    elif isinstance(model, MonotoneForest):  # a forest per output, each explained exactly
+    elif isinstance(model, PerOutput):  # a forest or boosting per output, each explained exactly
         explainers = [
             shap.TreeExplainer(forest, bg_t, feature_perturbation="interventional")
             for forest in model.estimators_

@@ -41,22 +41,15 @@ PMI_SUM = f"{PMI}.sum:{TEXT}"
 TEXT_LENGTH = f"{LENGTH}.words:{TEXT}"
 MEAN = "mean"
 _SIGNAL_OF_MODE: dict[str, str] = {"prompt": PROMPT, "likelihood": LIKELIHOOD}
-#: The signals each scoring mode's requests give (PMI, length and the signal families come
-#: with the text's likelihoods).
+#: The signals each scoring mode's requests give: PMI, length and every signal family's columns
+#: come with the text's likelihoods.
 _MODE_SIGNALS: dict[str, tuple[str, ...]] = {
     "prompt": (PROMPT,),
-    "likelihood": (
-        LIKELIHOOD,
-        PMI,
-        LENGTH,
-        "cov",
-        "spmi",
-        "rep",
-        "slots",
-        "word",
-        "vals",
-        "ref",
-        "rouge",
+    "likelihood": tuple(
+        dict.fromkeys(
+            [LIKELIHOOD, PMI, LENGTH]
+            + [c.split(":")[0].split(".")[0] for cols in FAMILY_COLUMNS.values() for c in cols]
+        )
     ),
 }
 

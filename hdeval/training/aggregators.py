@@ -149,11 +149,13 @@ def make_aggregator(kind: str, random_state: int = 0, **params: Any) -> Pipeline
     """An unfitted pipeline ``impute(median) [-> scale] -> model`` for an aggregator ``kind``.
 
     ``kind`` is one of "linear" (ridge, see :data:`LINEAR_DEFAULTS`), "tree", "forest"
-    (scikit-learn defaults, as in the paper) or "mlp" (two hidden ReLU layers, see
-    :data:`MLP_DEFAULTS`). ``params`` go to the final estimator.
-    Trees and forests are scale-invariant and get no scaler. The steps are named "impute",
-    "scale" and "model". A column with no observed value at all (a criterion whose every score
-    failed) is kept and imputed with 0, so the feature count never changes.
+    (scikit-learn defaults, as in the paper; one monotone forest per aspect when ``params``
+    hold ``monotonic_cst``), "boosting" (gradient boosting per aspect, see
+    :data:`BOOSTING_DEFAULTS`) or "mlp" (two hidden ReLU layers, see :data:`MLP_DEFAULTS`).
+    ``params`` go to the final estimator. Tree models are scale-invariant and get no scaler.
+    The steps are named "impute", "scale" and "model". A column with no observed value at all
+    (a criterion whose every score failed) is kept and imputed with 0, so the feature count
+    never changes.
     """
     _check_kind(kind)
     imputer = SimpleImputer(strategy="median", keep_empty_features=True)
@@ -168,9 +170,8 @@ def constraints(kind: str, nonnegative: bool, columns: Sequence[str] = ()) -> di
     """Parameters fixed for every fit of ``kind`` (``aggregator.nonnegative``): a linear
     aggregator (an :class:`OrientedRidge`) whose weight on each of ``columns`` has the sign of
     the column's :func:`~hdeval.scoring.columns.orientation`, so a text scored worse on every
-    criterion
-    is never scored higher; gradient boosting gets the same orientations as monotone constraints.
-    Trees, forests and MLPs take no constraint."""
+    criterion is never scored higher; forests and gradient boosting get the same orientations
+    as monotone constraints. Single trees and MLPs take no constraint."""
     _check_kind(kind)
     if kind == "linear" and nonnegative:
         return {"orientation": tuple(orientation(c) for c in columns)}

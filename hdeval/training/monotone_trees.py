@@ -13,7 +13,7 @@ from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegresso
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 
-class _PerOutput(RegressorMixin, BaseEstimator):
+class PerOutput(RegressorMixin, BaseEstimator):
     """One single-output ensemble per output; subclasses say which (:meth:`_estimator`)."""
 
     def _estimator(self, settings: dict):
@@ -40,7 +40,7 @@ class _PerOutput(RegressorMixin, BaseEstimator):
         return out[:, 0] if self._single else out
 
 
-class MonotoneBoosting(_PerOutput):
+class MonotoneBoosting(PerOutput):
     """Gradient-boosted trees per output (scikit-learn's ``HistGradientBoostingRegressor``)."""
 
     def __init__(
@@ -65,7 +65,7 @@ class MonotoneBoosting(_PerOutput):
         return HistGradientBoostingRegressor(early_stopping=False, **settings)
 
 
-class MonotoneForest(_PerOutput):
+class MonotoneForest(PerOutput):
     """A random forest per output (scikit-learn's ``RandomForestRegressor``): every tree is
     monotone, so their mean is."""
 
