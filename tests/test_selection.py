@@ -90,6 +90,15 @@ def test_candidates_follow_the_search_space_and_what_was_scored() -> None:
         )
 
 
+def test_a_candidate_without_the_texts_signals_reads_no_family() -> None:
+    """The families' columns come with the text's own signals: a bundle shipped without them
+    must not say it reads a family (a references card would refuse rows it never reads)."""
+    hierarchy = HierarchyParams(families=["references", "repetition"])
+    for candidate in candidate_feature_sets(hierarchy, AggregatorParams(), 2, unconditioned=True):
+        families = candidate.profile.families
+        assert families == (("references", "repetition") if candidate.unconditioned else ())
+
+
 def test_feature_set_cuts_the_tree_and_orders_columns_like_the_scorer() -> None:
     cut = FeatureSet(("prompt", "likelihood"), 2, True)
     tree = cut.tree(TREE)

@@ -83,6 +83,7 @@ def candidate_feature_sets(
     can give; ``unconditioned``: whether the text's own signals were scored (they can be
     without the likelihood mode, which mode pruning may have dropped)."""
     profile = Profile.of(hierarchy)
+    textless = replace(profile, families=())  # the families come with the text's own signals
     out: list[FeatureSet] = []
     for choice in search.feature_modes:
         modes: tuple[Mode, ...] = ("prompt", "likelihood") if choice == "both" else (choice,)
@@ -94,7 +95,7 @@ def candidate_feature_sets(
             for text in search.unconditioned:
                 if text and not unconditioned:
                     continue
-                candidate = FeatureSet(modes, layers, text, profile)
+                candidate = FeatureSet(modes, layers, text, profile if text else textless)
                 if candidate not in out:
                     out.append(candidate)
     if not out:
