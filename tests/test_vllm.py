@@ -32,6 +32,7 @@ from hdeval.scoring.prompts import (
     source_free_segment,
     source_segment,
 )
+from hdeval.scoring.sources import parse_mr, value_spans
 from hdeval.tree.criteria import CriteriaTree, Criterion
 from tests.dvc_project import DVC, REPO, first_source_words, make_project, run
 from tests.servers import MODEL_ALIAS
@@ -198,7 +199,7 @@ def test_whole_pipeline_on_vllm_with_likelihoods(tmp_path, vllm_server, embedded
                 "cv_folds": 2,
                 "importance_repeats": 1,
                 "min_mode_gain": 1.0,  # layer 1 only: a CPU server writes criteria slowly
-                "families": ["slots", "sentences"],  # no request of their own
+                "families": ["slots", "sentences", "wording"],  # no request of their own
                 "min_family_gain": None,
             },
             "aggregator": {"n_trials": 2, "cv_folds": 2},
@@ -218,8 +219,19 @@ def test_whole_pipeline_on_vllm_with_likelihoods(tmp_path, vllm_server, embedded
     assert {"hdeval", "likelihood"} == set(metrics["dhp"])
     features = pd.read_csv(root / "work/layers/1/features.csv", index_col=0)
     signals = ["lik:naturalness", "lik.p10:naturalness", "lik:_text", "lik:_free", "pmi:_text"]
-    families = ["slots.realised:_text", "spmi.min:_text", "len.sents:_text"]
+    families = ["slots.realised:_text", "spmi.min:_text", "len.sents:_text", "word.given:_text"]
     assert features[[*signals, *families, "len.words:_text"]].notna().all().all()
+    # the wording family split the text's tokens at the values, mapped by the server's /tokenize
+    prepared = (root / "work/prepared/train.jsonl").read_text().splitlines()
+    train = {r["id"]: r for r in map(json.loads, prepared)}
+    said = pd.Series(
+        {i: bool(value_spans(parse_mr(r["source"]), r["output"])) for i, r in train.items()}
+    )
+    said = said.loc[features.index]
+    assert said.any() and not said.all()  # "dont_care" is not a value a text says
+    assert features.loc[said, "vals.given.min:_text"].lt(0).all()
+    assert (features.loc[said, "word.given:_text"] != features.loc[said, "lik:_text"]).all()
+    assert features.loc[~said, "vals.given.min:_text"].eq(0).all()
     card = json.loads((root / "models/evaluator/card.json").read_text())
     reported = {"max_model_len": 2048, "root": str(embedded_dir)}
     assert card["llm_identity"] == f"openai-compatible:{vllm_server}:{MODEL_ALIAS}" + json.dumps(
