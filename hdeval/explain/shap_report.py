@@ -115,10 +115,10 @@ def shap_explanations(
     elif _is_tree_model(model):
         explainer = shap.TreeExplainer(model, bg_t, feature_perturbation="interventional")
         explanation = explainer(X_t)
-    elif isinstance(model, PerOutput):  # a forest or boosting per output, each explained exactly
+    elif isinstance(model, PerOutput):  # an ensemble per output, each explained exactly
         explainers = [
-            shap.TreeExplainer(forest, bg_t, feature_perturbation="interventional")
-            for forest in model.estimators_
+            shap.TreeExplainer(ensemble, bg_t, feature_perturbation="interventional")
+            for ensemble in model.estimators_
         ]
         explainer, parts = explainers[0], [each(X_t) for each in explainers]
         explanation = SimpleNamespace(

@@ -41,16 +41,11 @@ PMI_SUM = f"{PMI}.sum:{TEXT}"
 TEXT_LENGTH = f"{LENGTH}.words:{TEXT}"
 MEAN = "mean"
 _SIGNAL_OF_MODE: dict[str, str] = {"prompt": PROMPT, "likelihood": LIKELIHOOD}
-#: The signals each scoring mode's requests give: PMI, length and every signal family's columns
-#: come with the text's likelihoods.
+#: The signals each scoring mode's requests give (PMI and length come with the text's
+#: likelihoods, as every signal family's columns do: :func:`of_mode`).
 _MODE_SIGNALS: dict[str, tuple[str, ...]] = {
     "prompt": (PROMPT,),
-    "likelihood": tuple(
-        dict.fromkeys(
-            [LIKELIHOOD, PMI, LENGTH]
-            + [c.split(":")[0].split(".")[0] for cols in FAMILY_COLUMNS.values() for c in cols]
-        )
-    ),
+    "likelihood": (LIKELIHOOD, PMI, LENGTH),
 }
 
 
@@ -128,8 +123,14 @@ def is_text_signal(name: str) -> bool:
 
 
 def of_mode(columns: Iterable[str], mode: Mode) -> list[str]:
-    """The columns scored in ``mode``, in order (the text's own signals count as likelihood)."""
-    return [c for c in columns if source_of(c) in _MODE_SIGNALS[mode]]
+    """The columns scored in ``mode``, in order (the text's own signals and every signal
+    family's columns count as likelihood)."""
+    likelihood = mode == "likelihood"
+    return [
+        c
+        for c in columns
+        if source_of(c) in _MODE_SIGNALS[mode] or (likelihood and family_of(c) is not None)
+    ]
 
 
 def orientation(name: str) -> int:
