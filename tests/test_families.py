@@ -83,6 +83,14 @@ def test_a_value_is_realised_whole_or_inflected_never_as_part_of_another_word(
     assert realised(value, text) is said
 
 
+def test_a_value_inside_another_value_counts_only_where_it_is_said_apart() -> None:
+    source = "inform(name='inn at the presidio';near=presidio)"
+    said = FamilySample(source, "The inn at the presidio is near the presidio.")
+    left_out = FamilySample(source, "The inn at the presidio is a nice hotel.")
+    assert values("slots", said, {}, None, None, None)["slots.omitted:_text"] == 0.0
+    assert values("slots", left_out, {}, None, None, None)["slots.omitted:_text"] == 1.0
+
+
 def test_wording_reads_the_tokens_around_the_values_apart_from_the_values() -> None:
     mr = "inform(name='inn at the presidio';near=presidio;dogs_allowed=no)"
     text = "He Inn at the Presidio is near presidio."

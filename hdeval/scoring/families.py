@@ -173,7 +173,7 @@ def values(
         return {"rep.trigrams:_text": repeated_trigrams(sample.output)}
     if family == "slots":
         spoken = parse_mr(sample.source).spoken_values()
-        found = sum(realised(v, sample.output) for v in spoken)
+        found = sum(realised(v, sample.output, spoken) for v in spoken)
         share = found / len(spoken) if spoken else 1.0
         return {"slots.realised:_text": share, "slots.omitted:_text": float(len(spoken) - found)}
     if family == "wording":

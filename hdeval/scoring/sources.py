@@ -7,7 +7,8 @@ Deterministic and dependency-free (the production path imports this).
   acts joined by ``|`` (SFRES/SFHOT, Wen et al. 2015). Values ``dont_care``, ``yes``, ``no``,
   ``yes or no`` (a question's), ``none`` and empty ones are not realised as words, so they are
   not counted. A value is *realised* when its words appear in the text (lower-cased, ``_`` and
-  punctuation as spaces), each whole or with an inflection's ending (:data:`INFLECTIONS`).
+  punctuation as spaces), each whole or with an inflection's ending (:data:`INFLECTIONS`); a
+  value inside another (``near=presidio`` in ``name='inn at the presidio'``) only outside it.
 * A **dialogue source** is ``Conversation history:`` + turns + a blank line + ``Fact: ...``, as
   ``hdeval data convert --format topical-chat`` writes it.
 """
@@ -15,6 +16,7 @@ Deterministic and dependency-free (the production path imports this).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from hdeval.errors import DataValidationError
@@ -76,10 +78,17 @@ def normalise(text: str) -> str:
     return " ".join(re.sub(r"[^\w\s]|_", " ", text.lower()).split())
 
 
-def realised(value: str, text: str) -> bool:
+def realised(value: str, text: str, others: Iterable[str] = ()) -> bool:
     """Whether ``value``'s words appear in ``text`` in order, each a whole word or that word with
-    one of :data:`INFLECTIONS` (both normalised)."""
-    return re.search(_value_pattern(normalise(value).split(), " "), normalise(text)) is not None
+    one of :data:`INFLECTIONS` (both normalised). Where ``value`` lies inside another value of
+    ``others`` (near ``presidio``, name ``inn at the presidio``), only its words outside that
+    value's occurrences count."""
+    value, said = normalise(value), normalise(text)
+    pattern = _value_pattern(value.split(), " ")
+    for other in map(normalise, others):
+        if other != value and re.search(pattern, other):
+            said = re.sub(_value_pattern(other.split(), " "), " | ", said)
+    return re.search(pattern, said) is not None
 
 
 def value_spans(mr: MeaningRepresentation, text: str) -> list[tuple[int, int]]:
