@@ -156,6 +156,9 @@ def test_a_text_longer_than_the_servers_context_is_cut_to_fit_and_marked(vllm_se
 #: docs/design.md ("A server judge at concurrency 4").
 CONCURRENCY_SCORE_TOLERANCE = 0.05
 CONCURRENCY_LIKELIHOOD_TOLERANCE = 0.05
+#: The same for a sum over a text's tokens (``pmi.sum``; these texts have 10-30): 0.36 measured
+#: on a 2-core AMX Xeon.
+CONCURRENCY_SUM_TOLERANCE = 1.0
 
 
 def test_concurrency_4_gives_the_scores_of_concurrency_1(vllm_server, tmp_path):
@@ -180,7 +183,9 @@ def test_concurrency_4_gives_the_scores_of_concurrency_1(vllm_server, tmp_path):
     gap = (features[4] - features[1]).abs().max()
     prompt = [c for c in gap.index if c.startswith("prompt:")]
     assert gap[prompt].max() <= CONCURRENCY_SCORE_TOLERANCE, gap.to_dict()
-    assert gap.drop(prompt).max() <= CONCURRENCY_LIKELIHOOD_TOLERANCE, gap.to_dict()
+    sums = [c for c in gap.index if ".sum:" in c]
+    assert gap[sums].max() <= CONCURRENCY_SUM_TOLERANCE, gap.to_dict()
+    assert gap.drop(prompt + sums).max() <= CONCURRENCY_LIKELIHOOD_TOLERANCE, gap.to_dict()
 
 
 def test_whole_pipeline_on_vllm_with_likelihoods(tmp_path, vllm_server, embedded_dir):

@@ -142,8 +142,9 @@ class SharedPrefixPasses:
         for each row on its own unpadded keys (:mod:`hdeval.llm.row_attention`), the int8
         Linear layers quantise every token on its own (per-token scales, integer products) and
         norms work per token. So an item gets the same answer alone, packed with others or in
-        another order: bit for bit in int8 and bf16; in fp32 the Linear kernels round a taller
-        batch a little otherwise (1e-4 in a final hidden state, 1e-6 nats per token).
+        another order: bit for bit in int8; in fp32 the Linear kernels round a taller batch a
+        little otherwise (1e-4 in a final hidden state, 1e-6 nats per token); bf16 on AMX picks
+        its kernels' blocking by the batch's size (about 2e-3 nats per token, docs/design.md).
         """
         order = sorted(range(len(rows)), key=lambda i: len(rows[i].ids))
         results: list[RowResult | None] = [None] * len(rows)
