@@ -23,7 +23,7 @@ RUNS = (
     ("docs/runs/summeval_end_of_text.json", "SummEval with the text read as a whole reply",
      "`params.yaml` with `hierarchy.end_of_text: true`"),
     ("docs/runs/sfres.json", "Data-to-text: SFRES", "`params/sfres.yaml`"),
-    ("docs/runs/sfhot.json", "Data-to-text: SFHOT", "`params/sfhot.yaml`"),
+    ("docs/runs/sfhot.json", "Data-to-text: SFHOT, 1.5B judge", "`params/sfhot.yaml`"),
     ("docs/runs/topical_chat.json", "Dialogue: Topical-Chat, 1.5B judge",
      "`params/topical_chat.yaml`"),
 )  # fmt: skip
