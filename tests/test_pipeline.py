@@ -294,12 +294,12 @@ def test_hdeval_score_in_a_new_process_gives_the_evaluate_stages_scores(project,
     batch = tmp_path / "texts.jsonl"
     batch.write_text("".join(json.dumps(t) + "\n" for t in texts))
     scored = {r["id"]: r for r in _score(root, fresh, batch, tmp_path / "all.jsonl", "--explain")}
+    tol = batch_tolerance(next(iter(scored.values()))["judge"])  # other batches, other rounding
     for i, text in enumerate(texts[:2]):
         single = tmp_path / f"text{i}.jsonl"
         single.write_text(json.dumps(text) + "\n")
         fresh_one = {**env, "HDEVAL_CACHE": str(tmp_path / f"cache{i}.sqlite")}
         [alone] = _score(root, fresh_one, single, tmp_path / f"one{i}.jsonl")
-        tol = batch_tolerance(alone["judge"])  # a text alone is computed in other batches
         assert alone["scores"] == pytest.approx(scored[text["id"]]["scores"], abs=tol)
     assert set(scored) == set(expected.index)
     for sample_id, row in scored.items():
