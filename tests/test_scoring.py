@@ -11,9 +11,10 @@ import pytest
 
 from hdeval.llm.cache import ResultCache
 from hdeval.llm.judge import CachedJudge
-from hdeval.scoring.columns import UNCONDITIONED
+from hdeval.scoring.columns import UNCONDITIONED, Profile
 from hdeval.scoring.criterion_scorer import CriterionScorer
 from hdeval.tree.criteria import CriteriaTree, Criterion
+from tests.batching import READ_OFF_TOLERANCE
 from tests.processes import kill_when, start_worker
 
 REPO = Path(__file__).resolve().parents[1]
@@ -211,3 +212,28 @@ def test_length_counts_words_so_typos_do_not_lengthen_a_text(embedded_backend, s
     lengths = run.features[TEXT_LENGTH].tolist()
     assert lengths == [float(len(row.iloc[0]["output"].split()))] * 2
     assert run.features[UNCONDITIONED].iloc[1] < run.features[UNCONDITIONED].iloc[0]
+
+
+@pytest.mark.model
+def test_a_likelihood_without_the_marker_is_read_off_the_text_read_as_a_whole_reply(
+    embedded_backend, samples, tmp_path
+):
+    """What the GPTScore baseline asks (the text alone) after a run with end_of_text asked the
+    same likelihoods with the end-of-reply marker: no LLM call, and the model's answer to the
+    rounding of a pass's last rows (what the marker adds is far more)."""
+    rows = samples.iloc[:2]
+
+    def scored(cache: str, end_of_text: bool):
+        profile = Profile(source_free=True, end_of_text=end_of_text)
+        judge = CachedJudge(embedded_backend, ResultCache(tmp_path / cache))
+        scorer = CriterionScorer(judge, None, ("likelihood",), True, profile)
+        return scorer.score(rows, TREE, progress=False)
+
+    ended = scored("shared.sqlite", end_of_text=True)
+    read_off = scored("shared.sqlite", end_of_text=False)
+    asked = scored("fresh.sqlite", end_of_text=False)
+    assert ended.computed == read_off.cached == asked.computed == 2 * 4
+    assert read_off.computed == 0
+    lik = read_off.features.filter(like="lik")
+    assert ((lik - asked.features[lik.columns]).abs() <= READ_OFF_TOLERANCE).all().all()
+    assert ((lik - ended.features[lik.columns]).abs() > 5 * READ_OFF_TOLERANCE).any().any()

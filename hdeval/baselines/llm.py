@@ -13,7 +13,8 @@ from hdeval.llm.judge import DIGITS, CachedJudge
 from hdeval.params import TaskSpec
 from hdeval.scoring.columns import PMI_MEAN, SOURCE_FREE, UNCONDITIONED, Profile
 from hdeval.scoring.columns import column as feature_column
-from hdeval.scoring.criterion_scorer import CriterionScorer, Request
+from hdeval.scoring.criterion_scorer import CriterionScorer
+from hdeval.scoring.requests import Request
 from hdeval.scoring.run import ScoringRun
 from hdeval.tree.criteria import CriteriaTree, Criterion
 

@@ -85,10 +85,13 @@ class ResultCache:
         return conn
 
     def get_many(
-        self, keys: Iterable[str], usable: Callable[[dict], bool] | None = None
+        self,
+        keys: Iterable[str],
+        usable: Callable[[dict], bool] | None = None,
+        count: bool = True,
     ) -> dict[str, dict]:
         """Cached values for those ``keys`` that have one (that ``usable`` accepts, if given: an
-        entry of an older layout is a miss); counts hits and misses."""
+        entry of an older layout is a miss); counts hits and misses unless ``count`` is False."""
         keys = list(dict.fromkeys(keys))
         found: dict[str, dict] = {}
         conn = self._connect()
@@ -99,9 +102,16 @@ class ResultCache:
             found.update((k, json.loads(v)) for k, v in rows)
         if usable is not None:
             found = {k: v for k, v in found.items() if usable(v)}
-        self.hits += len(found)
-        self.misses += len(keys) - len(found)
+        if count:
+            self.hits += len(found)
+            self.misses += len(keys) - len(found)
         return found
+
+    def recount(self, answered: int) -> None:
+        """Count ``answered`` misses of the last look-up as hits: they were read off other
+        entries (see :meth:`~hdeval.llm.judge.CachedJudge.loglikelihoods`)."""
+        self.hits += answered
+        self.misses -= answered
 
     def get(self, key: str) -> dict | None:
         return self.get_many([key]).get(key)

@@ -67,10 +67,16 @@ class CachedJudge:
         return probe() if probe is not None else None
 
     @functools.cached_property
+    def reply_end(self) -> str:
+        """The marker the judge's chat template ends a reply with (``<|im_end|>``), or "" where
+        it has none. Looked up once."""
+        return getattr(self.backend, "end_of_reply", lambda: "")()
+
+    @property
     def end_of_reply(self) -> str:
-        """The marker the judge's chat template ends a reply with (``<|im_end|>``): what follows
-        a text read as a whole reply (``hierarchy.end_of_text``). Looked up once."""
-        marker = getattr(self.backend, "end_of_reply", lambda: "")()
+        """:attr:`reply_end`, what follows a text read as a whole reply
+        (``hierarchy.end_of_text``); a judge without one is a configuration error."""
+        marker = self.reply_end
         if not marker:
             raise ConfigError(
                 f"hierarchy.end_of_text: the judge {self.identity} marks no end of a reply in its "
@@ -111,13 +117,23 @@ class CachedJudge:
         return answers
 
     def loglikelihoods(
-        self, segments: Sequence[str], items: Mapping[str, tuple[str, str]]
+        self,
+        segments: Sequence[str],
+        items: Mapping[str, tuple[str, str]],
+        ended: Mapping[str, str] | None = None,
     ) -> Answers[LogLikelihood]:
         """Log-likelihoods of ``items`` (cache key -> (instruction, continuation)), each with
         its per-token log-probabilities. A cached value without them (written by an older
-        hdeval, which kept only their sum) is asked again."""
+        hdeval, which kept only their sum) is asked again. ``ended`` maps a key to the key of
+        the same request with :attr:`reply_end` after the continuation: where only that one is
+        cached, this one is read off it (:meth:`_before_marker`) and costs no LLM call."""
         answers: Answers[LogLikelihood] = Answers()
         found = self.cache.get_many(items, usable=LogLikelihood.readable)
+        missing = [k for k in items if k not in found]
+        derived = self._before_marker(missing, items, ended or {})
+        self.cache.put_many(LOGLIK, derived)
+        self.cache.recount(len(derived))
+        found.update(derived)
         answers.results = {k: LogLikelihood.from_dict(v) for k, v in found.items()}
         answers.cached = len(found)
         todo = [k for k in items if k not in found]
@@ -125,6 +141,29 @@ class CachedJudge:
             fresh = self.backend.loglikelihoods(segments, [items[k] for k in todo])
             self._store(LOGLIK, dict(zip(todo, fresh, strict=True)), answers)
         return answers
+
+    def _before_marker(
+        self, keys: Sequence[str], items: Mapping[str, tuple[str, str]], ended: Mapping[str, str]
+    ) -> dict[str, dict]:
+        """Cached answers to ``keys`` read off the cached answers to their ``ended`` twins: a
+        causal model's log-probabilities of a text's tokens do not depend on what follows them,
+        so they are the twin's less the marker's last tokens (to the rounding of a pass's last
+        rows, docs/design.md), wherever the backend's tokenizer splits the text and the marker
+        apart (a backend without one gets none)."""
+        twins = {ended[k]: k for k in keys if k in ended}
+        tokenize = getattr(self.backend, "tokenize", None)
+        if not twins or tokenize is None:
+            return {}
+        cached = self.cache.get_many(twins, usable=LogLikelihood.readable, count=False)
+        marker = tokenize(self.reply_end) if cached else []
+        derived = {}
+        for twin, value in cached.items():
+            key = twins[twin]
+            text = tokenize(items[key][1])
+            apart = tokenize(items[key][1] + self.reply_end) == text + marker
+            if apart and len(value["tokens"]) == len(text) + len(marker):
+                derived[key] = {"tokens": value["tokens"][: len(text)]}
+        return derived
 
     def _store(self, kind: str, fresh: Mapping[str, DigitScore | LogLikelihood], answers) -> None:
         answers.computed += len(fresh)

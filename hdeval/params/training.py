@@ -68,8 +68,9 @@ class HierarchyParams(Section):
     end_of_text: bool = False
     """Read every likelihood of the text as a whole reply: the judge's end-of-reply marker (its
     chat template's, e.g. ``<|im_end|>``) follows the text, so a text that stops mid-sentence is
-    unlikely where a complete one is not. One token more per request; a judge whose template
-    marks no end of a reply is refused."""
+    unlikely where a complete one is not. One token more per request; the same likelihoods
+    without the marker (the likelihood baselines') are then read off these, with no LLM call. A
+    judge whose template marks no end of a reply is refused."""
     families: list[Family] = Field(default_factory=lambda: ["coverage", "sentences", "repetition"])
     """Signal families scored with the text's own signals (:mod:`hdeval.scoring.families`):
     ``coverage`` (the source's opening given the text), ``sentences`` (PMI per sentence),

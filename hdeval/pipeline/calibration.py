@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from hdeval.llm.judge import CachedJudge
 from hdeval.llm.types import PrefixWork
 from hdeval.pipeline.request_count import GENERATE, Probes, StageCost, shares_prefixes
-from hdeval.scoring.criterion_scorer import PlannedPass, cache_kind
+from hdeval.scoring.requests import PlannedPass, cache_kind
 from hdeval.tree.decompose import CACHE_KIND
 from hdeval.tree.decomposition_prompt import TEMPLATE_VERSION
 

@@ -2,7 +2,8 @@
 (:meth:`CriterionScorer.plan`) that the result cache does not hold, and the prompt tokens the
 model will compute for them.
 
-A request counted for an earlier stage is free for a later one, as in a real run. Prompt tokens
+A request counted for an earlier stage is free for a later one, as in a real run, and so is one
+read off its ended twin (:meth:`~hdeval.llm.judge.CachedJudge.loglikelihoods`). Prompt tokens
 are what the model computes: a local judge keeps every shared prefix (a document, then a text)
 while a stage scores it, so each prefix counts once per stage and then every request's own row,
 in the backend's tokens; a server gets every whole prompt, counted at characters / 4.
@@ -17,7 +18,7 @@ from hdeval.errors import HDEvalError, JudgeUnavailableError
 from hdeval.llm.judge import CachedJudge
 from hdeval.llm.types import ContextLimited, LogLikelihood
 from hdeval.params import Params
-from hdeval.scoring.criterion_scorer import PlannedPass, cache_kind
+from hdeval.scoring.requests import PlannedPass, cache_kind
 from hdeval.tree.criteria import CriteriaTree, Criterion
 from hdeval.tree.decompose import CACHE_KIND, decompose
 from hdeval.tree.decomposition_prompt import TEMPLATE_VERSION
@@ -128,8 +129,11 @@ class Planner:
             kind = cache_kind(one.kind)
             usable = LogLikelihood.readable if kind == "loglik" else None
             found = self.judge.cache.get_many([r.key for r in new], usable)
-            cost.cached += len(one.requests) - len(new) + len(found)
-            todo = [r for r in new if r.key not in found]
+            twins = [r.ended for r in new if r.key not in found and r.ended]
+            found.update(self.judge.cache.get_many(twins, usable, count=False))
+            served = [r.key in found or r.ended in found or r.ended in self.seen for r in new]
+            todo = [r for r, hit in zip(new, served, strict=True) if not hit]
+            cost.cached += len(one.requests) - len(todo)
             self.seen.update(r.key for r in new)
             if todo:
                 self.probes.add_pass(self.judge, one)

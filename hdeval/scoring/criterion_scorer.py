@@ -15,8 +15,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from dataclasses import replace
+from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -50,35 +50,11 @@ from hdeval.scoring.prompts import (
     source_free_segment,
     source_segment,
 )
+from hdeval.scoring.requests import Layout, Pass, PlannedPass, Request, cache_kind
 from hdeval.scoring.run import Sample, ScoringFailure, ScoringRun, Truncation, samples_of
 from hdeval.tree.criteria import CriteriaTree, Criterion
 
 log = logging.getLogger(__name__)
-
-
-#: The passes over one sample: a scoring mode, the source-free likelihood of the text, or a
-#: signal family's likelihood (:mod:`hdeval.scoring.family_scorer`).
-Pass = Literal["prompt", "likelihood", "source_free", "family"]
-Layout = tuple[list[str], str]  # a pass's shared segments and continuation (a likelihood's text)
-
-
-@dataclass(frozen=True)
-class Request:
-    """One score to ask for: its column (a likelihood's: the mean's), cache key and suffix."""
-
-    column: str
-    key: str
-    suffix: str
-
-
-class PlannedPass(NamedTuple):
-    """One planned pass of :meth:`CriterionScorer.score` over a sample, with its requests."""
-
-    sample: Sample
-    kind: Pass
-    segments: list[str]
-    continuation: str
-    requests: list[Request]
 
 
 class CriterionScorer:
@@ -278,8 +254,25 @@ class CriterionScorer:
         segments: list[str],
         continuation: str,
     ) -> list[Request]:
+        """A pass's requests; a likelihood of a text read without the judge's end-of-reply
+        marker names the same request with the marker as its ``ended`` twin."""
         if kind == "prompt":
             return self.prompt_requests(tree, criteria, segments)
+        requests = self._likelihoods(kind, tree, criteria, segments, continuation)
+        marker = self.judge.reply_end
+        if self.profile.end_of_text or not marker:
+            return requests
+        twins = self._likelihoods(kind, tree, criteria, segments, continuation + marker)
+        return [replace(r, ended=t.key) for r, t in zip(requests, twins, strict=True)]
+
+    def _likelihoods(
+        self,
+        kind: Pass,
+        tree: CriteriaTree,
+        criteria: Sequence[Criterion],
+        segments: list[str],
+        continuation: str,
+    ) -> list[Request]:
         if kind == "source_free":
             text = source_free_instruction(self.task)
             key = self.judge.key(LOGLIK, TEMPLATE_VERSION, segments, text, continuation)
@@ -330,7 +323,8 @@ class CriterionScorer:
             answers = self.judge.digit_scores(segments, {r.key: r.suffix for r in requests})
         else:
             items = {r.key: (r.suffix, continuation) for r in requests}
-            answers = self.judge.loglikelihoods(segments, items)
+            ended = {r.key: r.ended for r in requests if r.ended}
+            answers = self.judge.loglikelihoods(segments, items, ended)
         results = {}
         with run.lock:
             run.cached += answers.cached
@@ -343,8 +337,3 @@ class CriterionScorer:
                     reason = answers.failures[request.key]
                     run.failures.append(ScoringFailure(sample_id, request.column, reason))
         return results
-
-
-def cache_kind(kind: Pass) -> str:
-    """The result-cache kind of a pass's requests: digits for a prompt, else a likelihood."""
-    return DIGITS if kind == "prompt" else LOGLIK
