@@ -700,6 +700,39 @@ def test_train_texts_per_doc_thins_training_documents_only() -> None:
     assert set(train.ids) <= set(full_train.ids)
 
 
+def _new_documents(tmp_path: Path, name: str, docs: list[str]) -> Path:
+    """A label file of SummEval's rows of ``docs``, renamed into documents never seen."""
+    rows = [json.loads(line) for line in SUMMEVAL.read_text().splitlines()]
+    renamed = [
+        {**r, "id": f"{name}-{r['id']}", "doc_id": f"{name}-{r['doc_id']}"}
+        for r in rows
+        if r["doc_id"] in docs
+    ]
+    path = tmp_path / f"{name}.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in renamed))
+    return path
+
+
+def test_new_label_files_add_documents_and_move_none_split_before(tmp_path: Path) -> None:
+    before = DataParams(path=SUMMEVAL, n_docs=30)
+    train, test = load_split(before)
+    unused = sorted(
+        set(load_summeval(SUMMEVAL).samples["doc_id"])
+        - {*train.samples["doc_id"], *test.samples["doc_id"]}
+    )
+    first = _new_documents(tmp_path, "first", unused[:10])
+    grown = before.model_copy(update={"new_labels": [first]})
+    train2, test2 = load_split(grown)
+    assert set(train.ids) <= set(train2.ids) and set(test.ids) <= set(test2.ids)
+    added = (set(train2.ids) | set(test2.ids)) - set(train.ids) - set(test.ids)
+    assert len(added) == 10 * 16  # every new row is used, n_docs notwithstanding
+    assert added & set(train2.ids) and added & set(test2.ids)  # on both sides, by document
+    assert not set(train2.samples["doc_id"]) & set(test2.samples["doc_id"])
+    second = _new_documents(tmp_path, "second", unused[10:20])
+    train3, test3 = load_split(grown.model_copy(update={"new_labels": [first, second]}))
+    assert set(train2.ids) <= set(train3.ids) and set(test2.ids) <= set(test3.ids)
+
+
 # --------------------------------------------------------------------------- merging
 
 

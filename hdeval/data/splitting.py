@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import hashlib
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -27,50 +28,70 @@ def _rows_of_documents(data: LabelledData, doc_ids: Iterable[str]) -> LabelledDa
 
 
 def split_by_document(
-    data: LabelledData, test_fraction: float, seed: int
+    data: LabelledData, test_fraction: float, seed: int, among: Collection[str] | None = None
 ) -> tuple[LabelledData, LabelledData]:
     """Split into (train, test) so that no document has rows on both sides.
 
     About ``test_fraction`` of the documents go to test; the same seed gives the same split.
-    Row order within each part follows ``data``.
+    Row order within each part follows ``data``. ``among``: the documents shuffled into the
+    two sides (the label file's); any other document (one a new label file brings) goes to test
+    where :func:`_draw` of its id falls below ``test_fraction``, so adding documents never moves
+    one split before.
     """
     from sklearn.model_selection import GroupShuffleSplit
 
     if not 0.0 < test_fraction < 1.0:
         raise ConfigError(f"test_fraction must be between 0 and 1, got {test_fraction}")
-    if len(_documents(data)) < 2:
+    documents = _documents(data)
+    shuffled = documents if among is None else [d for d in documents if d in set(among)]
+    if len(shuffled) < 2:
         raise ConfigError("split_by_document needs at least two documents")
+    settled = _rows_of_documents(data, shuffled)
     splitter = GroupShuffleSplit(n_splits=1, test_size=test_fraction, random_state=seed)
-    groups = data.samples["doc_id"].to_numpy()
-    train_idx, test_idx = next(splitter.split(np.zeros(len(data)), groups=groups))
+    groups = settled.samples["doc_id"].to_numpy()
+    _, test_idx = next(splitter.split(np.zeros(len(settled)), groups=groups))
+    held_out = set(settled.samples["doc_id"].iloc[test_idx])
+    held_out |= {d for d in documents if d not in shuffled and _draw(d, seed) < test_fraction}
+    in_test = data.samples["doc_id"].isin(held_out).to_numpy()
     ids = data.samples.index
-    train = data.subset(ids[np.sort(train_idx)])
-    test = data.subset(ids[np.sort(test_idx)])
+    train, test = data.subset(ids[~in_test]), data.subset(ids[in_test])
     overlap = set(train.samples["doc_id"]) & set(test.samples["doc_id"])
     if overlap:  # GroupShuffleSplit guarantees this; keep the guarantee explicit.
         raise AssertionError(f"documents on both sides of the split: {sorted(overlap)[:5]}")
     return train, test
 
 
+def _draw(doc_id: str, seed: int) -> float:
+    """A number in [0, 1) fixed by ``seed`` and ``doc_id`` alone."""
+    digest = hashlib.sha256(f"{seed}:{doc_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
 def subsample_documents(
-    data: LabelledData, n_docs: int | None, seed: int, where: str = "n_docs"
+    data: LabelledData,
+    n_docs: int | None,
+    seed: int,
+    where: str = "n_docs",
+    among: Collection[str] | None = None,
 ) -> LabelledData:
     """Keep every row of ``n_docs`` randomly chosen documents (``None`` keeps all).
 
     ``where`` names the setting and the label files in an error (``data.n_docs in
-    params.yaml; labels: ...``).
+    params.yaml; labels: ...``). ``among``: the documents to choose from (the label file's);
+    every other one (a new label file's) is kept.
     """
     if n_docs is None:
         return data
     documents = _documents(data)
-    if not 1 <= n_docs <= len(documents):
+    pool = documents if among is None else [d for d in documents if d in set(among)]
+    if not 1 <= n_docs <= len(pool):
         raise ConfigError(
-            f"{where}: {n_docs} documents asked for, the labels hold {len(documents)}; "
-            f"use 1 to {len(documents)}, or null for all"
+            f"{where}: {n_docs} documents asked for, the labels hold {len(pool)}; "
+            f"use 1 to {len(pool)}, or null for all"
         )
     rng = np.random.default_rng(seed)
-    chosen = rng.choice(len(documents), size=n_docs, replace=False)
-    return _rows_of_documents(data, (documents[i] for i in chosen))
+    chosen = {pool[i] for i in rng.choice(len(pool), size=n_docs, replace=False)}
+    return _rows_of_documents(data, chosen | (set(documents) - set(pool)))
 
 
 def subsample_texts(data: LabelledData, per_doc: int | None, seed: int) -> LabelledData:
@@ -140,10 +161,11 @@ def load_split(
         )
 
     data = load(config.path)
+    first = _documents(data)  # drawn from and split as ever; new label files' documents join
     for extra in config.new_labels:
         data = merge_labels(data, load(extra))
     files = ", ".join(map(str, [config.path, *config.new_labels]))
     where = f"data.n_docs in {params_file} (labels: {files})"
-    data = subsample_documents(data, config.n_docs, config.seed, where)
-    train, test = split_by_document(data, config.test_fraction, config.seed)
+    data = subsample_documents(data, config.n_docs, config.seed, where, among=first)
+    train, test = split_by_document(data, config.test_fraction, config.seed, among=first)
     return subsample_texts(train, config.train_texts_per_doc, config.seed), test

@@ -34,7 +34,9 @@ class DataParams(Section):
     path: Path = Path("data/summeval/summeval.jsonl")
     """The label file: JSONL, JSON array or CSV rows (docs/data.md)."""
     new_labels: list[Path] = Field(default_factory=list)
-    """More label files: new rows, or new scores for ids already labelled."""
+    """More label files: new rows, or new scores for ids already labelled. A document they bring
+    is always used, whatever ``n_docs``, and no document split before changes side: a new one
+    is held out with probability ``test_fraction``, fixed by ``seed`` and its id."""
     aspects: list[str] = Field(
         default_factory=lambda: ["coherence", "consistency", "fluency", "relevance"]
     )
@@ -45,7 +47,7 @@ class DataParams(Section):
     criteria: Path = Path("data/summeval/aspects.yaml")
     """Layer 1 of the criteria tree: the aspects and their definitions."""
     n_docs: int | None = Field(30, ge=2)
-    """Documents used (every text of each); null uses all."""
+    """Documents of ``path`` used (every text of each); null uses all."""
     test_fraction: float = Field(0.33, gt=0, lt=1)
     """Share of the documents held out for evaluation."""
     train_texts_per_doc: int | None = Field(None, ge=1)
