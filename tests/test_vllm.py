@@ -1,6 +1,7 @@
 """hdeval against a real vLLM server (its CPU build) on 127.0.0.1, serving the embedded judge's
 weights: what the backend reports about the server, scores and likelihoods that agree with the
-embedded backend and do not depend on how many texts are scored at once, a text too long for its
+embedded backend and do not depend on how many texts are scored at once, likelihoods without the
+end-of-reply marker read off those with it, a text too long for its
 context (a server killed mid-run: test_openai_backend.py, on llama.cpp, which starts in seconds);
 then `dvc repro` of the whole pipeline with the server as the judge, on the SFRES data-to-text
 preset (short texts: the CPU build scores slowly), the likelihood mode with every likelihood
@@ -186,6 +187,40 @@ def test_concurrency_4_gives_the_scores_of_concurrency_1(vllm_server, tmp_path):
     sums = [c for c in gap.index if ".sum:" in c]
     assert gap[sums].max() <= CONCURRENCY_SUM_TOLERANCE, gap.to_dict()
     assert gap.drop(prompt + sums).max() <= CONCURRENCY_LIKELIHOOD_TOLERANCE, gap.to_dict()
+
+
+def test_likelihoods_without_the_marker_are_read_off_the_servers_answers_with_it(
+    vllm_server, tmp_path
+):
+    """After a run with ``end_of_text``, the same likelihoods without the end-of-reply marker
+    (the GPTScore baseline's) cost the server no request: its tokenizer splits each text and the
+    marker apart, and what is read off agrees with what the server answers for the text alone
+    within its own batching tolerance, while the marker moves them further."""
+    rows = _sfres_rows(1)
+    samples = pd.DataFrame(
+        {k: [r[k] for r in rows] for k in ("doc_id", "source", "output")},
+        index=pd.Index([r["id"] for r in rows]),
+    )
+    tree = CriteriaTree([TREE.get("coherence")])
+
+    def scored(cache: str, end_of_text: bool):
+        judge = CachedJudge(_server_backend(vllm_server), ResultCache(tmp_path / cache))
+        profile = Profile(source_free=True, end_of_text=end_of_text)
+        run = CriterionScorer(judge, TASK, ["likelihood"], True, profile).score(
+            samples, tree, progress=False
+        )
+        assert not run.failures, run.failures
+        return run
+
+    ended = scored("shared.sqlite", end_of_text=True)
+    read_off = scored("shared.sqlite", end_of_text=False)
+    asked = scored("fresh.sqlite", end_of_text=False)
+    assert read_off.computed == 0 and read_off.cached == asked.computed == ended.computed == 6
+    lik = [c for c in read_off.features.columns if c.startswith("lik")]
+    gap = (read_off.features[lik] - asked.features[lik]).abs().max()
+    assert gap.max() <= CONCURRENCY_LIKELIHOOD_TOLERANCE, gap.to_dict()
+    moved = (read_off.features[lik] - ended.features[lik]).abs().max()
+    assert moved.max() > CONCURRENCY_LIKELIHOOD_TOLERANCE, moved.to_dict()
 
 
 def test_whole_pipeline_on_vllm_with_likelihoods(tmp_path, vllm_server, embedded_dir):
