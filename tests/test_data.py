@@ -731,6 +731,8 @@ def test_new_label_files_add_documents_and_move_none_split_before(tmp_path: Path
     second = _new_documents(tmp_path, "second", unused[10:20])
     train3, test3 = load_split(grown.model_copy(update={"new_labels": [first, second]}))
     assert set(train2.ids) <= set(train3.ids) and set(test2.ids) <= set(test3.ids)
+    with pytest.raises(ConfigError, match=r"the labels hold 100 besides the new label files'"):
+        load_split(grown.model_copy(update={"n_docs": 101}))
 
 
 # --------------------------------------------------------------------------- merging

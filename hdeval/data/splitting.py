@@ -85,8 +85,9 @@ def subsample_documents(
     documents = _documents(data)
     pool = documents if among is None else [d for d in documents if d in set(among)]
     if not 1 <= n_docs <= len(pool):
+        besides = "" if len(pool) == len(documents) else " besides the new label files' (all used)"
         raise ConfigError(
-            f"{where}: {n_docs} documents asked for, the labels hold {len(pool)}; "
+            f"{where}: {n_docs} documents asked for, the labels hold {len(pool)}{besides}; "
             f"use 1 to {len(pool)}, or null for all"
         )
     rng = np.random.default_rng(seed)
