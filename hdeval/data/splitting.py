@@ -22,6 +22,14 @@ def _documents(data: LabelledData) -> list[str]:
     return list(dict.fromkeys(data.samples["doc_id"]))
 
 
+def _among(documents: list[str], among: Collection[str] | None) -> list[str]:
+    """Those of ``documents`` in ``among`` (all where it is None), in their order."""
+    if among is None:
+        return documents
+    known = set(among)
+    return [d for d in documents if d in known]
+
+
 def _rows_of_documents(data: LabelledData, doc_ids: Iterable[str]) -> LabelledData:
     keep = data.samples["doc_id"].isin(set(doc_ids)).to_numpy()
     return data.subset(data.samples.index[keep])
@@ -43,7 +51,7 @@ def split_by_document(
     if not 0.0 < test_fraction < 1.0:
         raise ConfigError(f"test_fraction must be between 0 and 1, got {test_fraction}")
     documents = _documents(data)
-    shuffled = documents if among is None else [d for d in documents if d in set(among)]
+    shuffled = _among(documents, among)
     if len(shuffled) < 2:
         raise ConfigError("split_by_document needs at least two documents")
     settled = _rows_of_documents(data, shuffled)
@@ -51,7 +59,8 @@ def split_by_document(
     groups = settled.samples["doc_id"].to_numpy()
     _, test_idx = next(splitter.split(np.zeros(len(settled)), groups=groups))
     held_out = set(settled.samples["doc_id"].iloc[test_idx])
-    held_out |= {d for d in documents if d not in shuffled and _draw(d, seed) < test_fraction}
+    joined = set(documents) - set(shuffled)
+    held_out |= {d for d in joined if _draw(d, seed) < test_fraction}
     in_test = data.samples["doc_id"].isin(held_out).to_numpy()
     ids = data.samples.index
     train, test = data.subset(ids[~in_test]), data.subset(ids[in_test])
@@ -83,7 +92,7 @@ def subsample_documents(
     if n_docs is None:
         return data
     documents = _documents(data)
-    pool = documents if among is None else [d for d in documents if d in set(among)]
+    pool = _among(documents, among)
     if not 1 <= n_docs <= len(pool):
         besides = "" if len(pool) == len(documents) else " besides the new label files' (all used)"
         raise ConfigError(

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -96,10 +95,21 @@ class CriterionScorer:
         pairs = [(column("likelihood", c.id), likelihood_for(tree, c, self.task)) for c in criteria]
         if self.unconditioned:
             pairs.append((UNCONDITIONED, likelihood_instruction(self.task)))
-        return [
-            Request(name, self.judge.key(LOGLIK, TEMPLATE_VERSION, segments, text, output), text)
-            for name, text in pairs
-        ]
+        return [self._likelihood_request(name, segments, text, output) for name, text in pairs]
+
+    def _likelihood_request(
+        self, column: str, segments: list[str], instruction: str, continuation: str
+    ) -> Request:
+        """One likelihood request. A text read without the judge's end-of-reply marker (not
+        ``profile.end_of_text``) names the same request with the marker as its ``ended`` twin."""
+        key = self.judge.key(LOGLIK, TEMPLATE_VERSION, segments, instruction, continuation)
+        marker = "" if self.profile.end_of_text else self.judge.reply_end
+        if not marker:
+            return Request(column, key, instruction)
+        ended = self.judge.key(
+            LOGLIK, TEMPLATE_VERSION, segments, instruction, continuation + marker
+        )
+        return Request(column, key, instruction, ended)
 
     def plan(self, samples: Any, tree: CriteriaTree) -> list[PlannedPass]:
         """Every pass :meth:`score` makes over ``samples`` on all of ``tree``, with its
@@ -254,29 +264,11 @@ class CriterionScorer:
         segments: list[str],
         continuation: str,
     ) -> list[Request]:
-        """A pass's requests; a likelihood of a text read without the judge's end-of-reply
-        marker names the same request with the marker as its ``ended`` twin."""
         if kind == "prompt":
             return self.prompt_requests(tree, criteria, segments)
-        requests = self._likelihoods(kind, tree, criteria, segments, continuation)
-        marker = self.judge.reply_end
-        if self.profile.end_of_text or not marker:
-            return requests
-        twins = self._likelihoods(kind, tree, criteria, segments, continuation + marker)
-        return [replace(r, ended=t.key) for r, t in zip(requests, twins, strict=True)]
-
-    def _likelihoods(
-        self,
-        kind: Pass,
-        tree: CriteriaTree,
-        criteria: Sequence[Criterion],
-        segments: list[str],
-        continuation: str,
-    ) -> list[Request]:
         if kind == "source_free":
             text = source_free_instruction(self.task)
-            key = self.judge.key(LOGLIK, TEMPLATE_VERSION, segments, text, continuation)
-            return [Request(SOURCE_FREE, key, text)]
+            return [self._likelihood_request(SOURCE_FREE, segments, text, continuation)]
         return self.likelihood_requests(tree, criteria, segments, continuation)
 
     def _fit(
