@@ -107,11 +107,17 @@ def run_llama_server(
 
 
 def vllm_dtype() -> str:
-    """bf16 where the CPU has bf16 instructions (AVX512-BF16 or AMX); fp32 elsewhere, where
-    vLLM's CPU build emulates bf16 many times slower (an AVX2-only CPU)."""
+    """bf16 where the CPU has bf16 instructions (AVX512-BF16 or AMX) and torch's kernels may
+    use AVX512; fp32 elsewhere, where vLLM's CPU build emulates bf16 many times slower (an
+    AVX2-only CPU). With the kernels held to AVX2 (``ATEN_CPU_CAPABILITY=avx2``, as
+    ``benchmarks/default_run.py --isa avx2`` does) a bf16 server's worker dies on its first
+    request (SIGILL), so such a run gets what an AVX2-only CPU gets."""
+    import torch
+
     from hdeval.llm.precision import cpu_flags
 
-    return "bfloat16" if {"avx512_bf16", "amx_bf16"} & set(cpu_flags()) else "float32"
+    capped = torch.backends.cpu.get_cpu_capability() != "AVX512"
+    return "float32" if capped or not {"avx512_bf16", "amx_bf16"} & set(cpu_flags()) else "bfloat16"
 
 
 def vllm_command(
