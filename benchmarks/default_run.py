@@ -15,13 +15,15 @@ run starts, so a run stopped part-way still has it. Figures only; nothing is ass
 
 ``--isa avx2`` holds torch's kernels (ATen, oneDNN, MKL, fbgemm) to AVX2, so that a CPU with
 AVX512 or AMX runs the code paths of an AVX2-only one (``dtype: auto`` then picks fp32 with int8
-Linear layers). It is not that CPU: clock, caches and memory stay this machine's.
+Linear layers). ``--isa avx512`` holds oneDNN below AMX (``ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16``),
+so that a CPU with AMX runs the code path of an AVX512-VNNI one without (fp32 with int8 Linear
+layers). Neither is that CPU: clock, caches and memory stay this machine's.
 
 ``--resume DIR`` continues a run kept with ``--keep DIR`` that stopped part-way (on a slow CPU
 the default run outlasts a sitting): ``dvc repro`` goes on from the finished stages and the
 cached answers, and the stages finished before are shown with the seconds their records give.
 
-    python benchmarks/default_run.py [--params params.yaml] [--keep DIR] [--isa avx2]
+    python benchmarks/default_run.py [--params params.yaml] [--keep DIR] [--isa avx2|avx512]
     python benchmarks/default_run.py --resume DIR
 """
 
@@ -48,6 +50,7 @@ AVX2_ONLY = {
     "MKL_ENABLE_INSTRUCTIONS": "AVX2",
     "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2",
 }
+CAPS = {"native": {}, "avx2": AVX2_ONLY, "avx512": {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"}}
 
 
 def repro(root: Path, env: dict) -> dict[str, float]:
@@ -159,7 +162,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--params", type=Path, default=REPO / "params.yaml")
     parser.add_argument("--keep", type=Path, help="run in this (new) directory and keep it")
-    parser.add_argument("--isa", choices=["native", "avx2"], default="native")
+    parser.add_argument("--isa", choices=list(CAPS), default="native")
     parser.add_argument("--resume", type=Path, help="continue a run kept with --keep")
     args = parser.parse_args()
     root = args.resume or args.keep or Path(tempfile.mkdtemp(prefix="hdeval-default-run-"))
@@ -168,9 +171,13 @@ def main() -> None:
         "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"],
         "HDEVAL_CACHE": str(root / "llm-cache.sqlite"),
         "PYTHONPATH": str(root),
-        **(AVX2_ONLY if args.isa == "avx2" else {}),
+        **CAPS[args.isa],
     }
-    cpu = cpu_line() + ("; kernels held to AVX2 (--isa avx2)" if args.isa == "avx2" else "")
+    held = {
+        "avx2": "; kernels held to AVX2 (--isa avx2)",
+        "avx512": "; AMX held off (--isa avx512)",
+    }
+    cpu = cpu_line() + held.get(args.isa, "")
     print(cpu, flush=True)
     if args.resume:
         kept = root / "estimate.json"

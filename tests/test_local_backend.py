@@ -301,7 +301,9 @@ def test_kernels_capped_to_avx2_pick_the_avx2_only_precision():
 
 def test_auto_precision_is_bf16_only_with_amx_tiles():
     """AVX512-BF16 without AMX ran bf16 slower than fp32 (and 4x slower than int8): such a CPU
-    gets fp32 with int8 Linear layers; one with AMX keeps bf16; the live CPU follows the rule."""
+    gets fp32 with int8 Linear layers; one with AMX keeps bf16, unless oneDNN is held below
+    AMX; the live CPU follows the rule."""
+    import os
     from pathlib import Path
 
     import torch
@@ -314,8 +316,12 @@ def test_auto_precision_is_bf16_only_with_amx_tiles():
     assert not bf16_is_fast(no_amx, "AVX512")
     assert bf16_is_fast([*no_amx, "amx_bf16", "amx_tile"], "AVX512")
     assert not bf16_is_fast([*no_amx, "amx_bf16"], "AVX2")
+    assert not bf16_is_fast([*no_amx, "amx_bf16"], "AVX512", "AVX512_CORE_BF16")  # AMX held off
+    assert bf16_is_fast([*no_amx, "amx_bf16"], "AVX512", "avx10_1_512_amx")
     live = bf16_is_fast(
-        Path("/proc/cpuinfo").read_text().split(), torch.backends.cpu.get_cpu_capability()
+        Path("/proc/cpuinfo").read_text().split(),
+        torch.backends.cpu.get_cpu_capability(),
+        os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL"),
     )
     assert resolve_dtype("auto") == (torch.bfloat16 if live else torch.float32)
     flags = Path("/proc/cpuinfo").read_text().split()

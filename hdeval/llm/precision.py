@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,16 +39,22 @@ def cpu_supports_bf16() -> bool:
     (:func:`resolve_quantize`). An AMD EPYC with AVX512-BF16 and AVX-VNNI but no AMX runs bf16
     faster than fp32 (640 against 256 tokens/s) but int8 faster still (964), so the rule holds
     there too.
-    Also false where torch's kernels are held below AVX512 (``ATEN_CPU_CAPABILITY=avx2``), so
-    that a CPU capped to AVX2 picks what an AVX2-only one does.
+    Also false where torch's kernels are held below AVX512 (``ATEN_CPU_CAPABILITY=avx2``), or
+    oneDNN's below AMX (``ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16``), so that a CPU capped that way
+    picks what an AVX2-only CPU, or an AVX512 one without AMX, does.
     """
-    return bf16_is_fast(cpu_flags(), torch.backends.cpu.get_cpu_capability())
+    return bf16_is_fast(
+        cpu_flags(),
+        torch.backends.cpu.get_cpu_capability(),
+        os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL"),
+    )
 
 
-def bf16_is_fast(cpu_flags: Sequence[str], capability: str) -> bool:
-    """Whether ``dtype: auto`` picks bf16 on a CPU with these ``/proc/cpuinfo`` flags and torch
-    CPU ``capability`` (see :func:`cpu_supports_bf16`)."""
-    return capability == "AVX512" and "amx_bf16" in cpu_flags
+def bf16_is_fast(cpu_flags: Sequence[str], capability: str, onednn_isa: str = "ALL") -> bool:
+    """Whether ``dtype: auto`` picks bf16 on a CPU with these ``/proc/cpuinfo`` flags, torch
+    CPU ``capability`` and oneDNN ISA cap ``onednn_isa`` (see :func:`cpu_supports_bf16`)."""
+    amx_allowed = onednn_isa.upper() in ("ALL", "DEFAULT") or "AMX" in onednn_isa.upper()
+    return capability == "AVX512" and "amx_bf16" in cpu_flags and amx_allowed
 
 
 def resolve_dtype(name: str) -> torch.dtype:
