@@ -318,6 +318,7 @@ def test_auto_precision_is_bf16_only_with_amx_tiles():
     assert not bf16_is_fast([*no_amx, "amx_bf16"], "AVX2")
     assert not bf16_is_fast([*no_amx, "amx_bf16"], "AVX512", "AVX512_CORE_BF16")  # AMX held off
     assert bf16_is_fast([*no_amx, "amx_bf16"], "AVX512", "avx10_1_512_amx")
+    assert bf16_is_fast([*no_amx, "amx_bf16"], "AVX512", "")
     live = bf16_is_fast(
         Path("/proc/cpuinfo").read_text().split(),
         torch.backends.cpu.get_cpu_capability(),

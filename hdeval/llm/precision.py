@@ -53,7 +53,8 @@ def cpu_supports_bf16() -> bool:
 def bf16_is_fast(cpu_flags: Sequence[str], capability: str, onednn_isa: str = "ALL") -> bool:
     """Whether ``dtype: auto`` picks bf16 on a CPU with these ``/proc/cpuinfo`` flags, torch
     CPU ``capability`` and oneDNN ISA cap ``onednn_isa`` (see :func:`cpu_supports_bf16`)."""
-    amx_allowed = onednn_isa.upper() in ("ALL", "DEFAULT") or "AMX" in onednn_isa.upper()
+    isa = onednn_isa.strip().upper() or "ALL"  # oneDNN reads an empty cap as none
+    amx_allowed = isa in ("ALL", "DEFAULT") or "AMX" in isa
     return capability == "AVX512" and "amx_bf16" in cpu_flags and amx_allowed
 
 
