@@ -50,7 +50,12 @@ AVX2_ONLY = {
     "MKL_ENABLE_INSTRUCTIONS": "AVX2",
     "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2",
 }
-CAPS = {"native": {}, "avx2": AVX2_ONLY, "avx512": {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"}}
+#: ``--isa`` choice -> (environment that holds the kernels back, what the CPU line then says).
+CAPS = {
+    "native": ({}, ""),
+    "avx2": (AVX2_ONLY, "kernels held to AVX2"),
+    "avx512": ({"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"}, "AMX held off"),
+}
 
 
 def repro(root: Path, env: dict) -> dict[str, float]:
@@ -171,13 +176,10 @@ def main() -> None:
         "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"],
         "HDEVAL_CACHE": str(root / "llm-cache.sqlite"),
         "PYTHONPATH": str(root),
-        **CAPS[args.isa],
+        **CAPS[args.isa][0],
     }
-    held = {
-        "avx2": "; kernels held to AVX2 (--isa avx2)",
-        "avx512": "; AMX held off (--isa avx512)",
-    }
-    cpu = cpu_line() + held.get(args.isa, "")
+    held = CAPS[args.isa][1]
+    cpu = cpu_line() + (f"; {held} (--isa {args.isa})" if held else "")
     print(cpu, flush=True)
     if args.resume:
         kept = root / "estimate.json"
