@@ -24,6 +24,8 @@ RUNS = (
      "`params.yaml` with `hierarchy.end_of_text: true`"),
     ("docs/runs/sfres.json", "Data-to-text: SFRES", "`params/sfres.yaml`"),
     ("docs/runs/sfhot.json", "Data-to-text: SFHOT, 1.5B judge", "`params/sfhot.yaml`"),
+    ("docs/runs/sfhot_int8.json", "Data-to-text: SFHOT, 1.5B judge, AMX held off (fp32 + int8)",
+     "`benchmarks/default_run.py --params params/sfhot.yaml --isa avx512`"),
     ("docs/runs/topical_chat.json", "Dialogue: Topical-Chat, 1.5B judge",
      "`params/topical_chat.yaml`"),
 )  # fmt: skip
