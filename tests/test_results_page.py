@@ -88,6 +88,24 @@ def test_a_run_says_whether_it_reached_its_target_and_by_how_much() -> None:
     assert "at least UniEval (0.454): met, by 0.030." in run_section("t", "s", metrics, 0.50)
 
 
+def test_a_run_says_whether_its_margin_over_the_best_baseline_is_clear_of_zero() -> None:
+    """The margin target needs the paired difference at +0.03 or more and its CI above 0."""
+    from hdeval.report.results_page import run_section
+
+    metrics = json.loads((REPO / "metrics.json").read_text())
+    gate = metrics["acceptance"]["baselines"]
+    paired = next(p for p in gate["paired"] if p["against"] == gate["best"])
+    paired.update(difference=0.041, ci_low=-0.047, ci_high=0.133)
+    assert (
+        "+0.041 [-0.05, 0.13]; target +0.03 with the CI above 0 (its lower end -0.047): "
+        "**missed**." in run_section("t", "s", metrics)
+    )
+    paired.update(ci_low=0.003)
+    assert "(its lower end +0.003): met." in run_section("t", "s", metrics)
+    paired.update(difference=0.02)
+    assert "(its lower end +0.003): **missed**." in run_section("t", "s", metrics)
+
+
 def test_a_rewarded_probe_is_not_called_a_perturbation_it_missed() -> None:
     """The injection probe fails by being scored higher; the page says that, not 'not discerned'."""
     from hdeval.report.results_page import run_section
