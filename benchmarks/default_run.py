@@ -14,8 +14,8 @@ first. The estimate is printed, and kept in the run's directory as ``estimate.js
 run starts, so a run stopped part-way still has it. Figures only; nothing is asserted.
 
 ``--isa avx2`` holds torch's kernels (ATen, oneDNN, MKL, fbgemm) to AVX2, so that a CPU with
-AVX512 or AMX runs the code paths of an AVX2-only one (``dtype: auto`` then picks fp32 with int8
-Linear layers). ``--isa avx512`` holds oneDNN below AMX (``ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16``),
+AVX512 or AMX runs the code paths of an AVX2-only one (``dtype: auto`` then picks plain fp32, as
+there). ``--isa avx512`` holds oneDNN below AMX (``ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16``),
 so that a CPU with AMX runs the code path of an AVX512-VNNI one without (fp32 with int8 Linear
 layers). Neither is that CPU: clock, caches and memory stay this machine's.
 

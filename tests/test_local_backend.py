@@ -279,7 +279,8 @@ def test_int8_judge_loads_scores_close_to_fp32_and_has_its_own_identity(
 def test_kernels_capped_to_avx2_pick_the_avx2_only_precision():
     """``dtype: auto`` / ``quantize: auto`` under ``ATEN_CPU_CAPABILITY=avx2`` choose fp32, as on
     a CPU without bf16, even where the CPU has AVX512-BF16 or AMX; int8 Linear layers where the
-    CPU has VNNI (its int8 products are the fast ones)."""
+    CPU has VNNI (its int8 products are the fast ones), unless oneDNN is held to AVX2 as well,
+    as ``benchmarks/default_run.py --isa avx2`` does: then plain fp32, an AVX2-only CPU's choice."""
     import os
     import subprocess
     import sys
@@ -292,11 +293,17 @@ def test_kernels_capped_to_avx2_pick_the_avx2_only_precision():
         "print(resolve_dtype('auto'), resolve_quantize('auto', 'auto', 'cpu'))"
     )
     env = {**os.environ, "ATEN_CPU_CAPABILITY": "avx2"}
+    env.pop("ONEDNN_MAX_CPU_ISA", None)
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     vnni = int8_is_fast(Path("/proc/cpuinfo").read_text().split())
     assert out.stdout.split() == ["torch.float32", "int8" if vnni else "none"]
+    env["ONEDNN_MAX_CPU_ISA"] = "AVX2"
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["torch.float32", "none"]
 
 
 def test_auto_precision_is_bf16_only_with_amx_tiles():
@@ -312,6 +319,8 @@ def test_auto_precision_is_bf16_only_with_amx_tiles():
 
     assert not int8_is_fast(["avx2", "fma"])  # AVX2 alone: torch's int8 products are slower
     assert int8_is_fast(["avx2", "avx_vnni"]) and int8_is_fast(["avx512f", "avx512_vnni"])
+    assert not int8_is_fast(["avx512f", "avx512_vnni"], "avx2")  # oneDNN held below VNNI
+    assert int8_is_fast(["avx512f", "avx512_vnni"], "AVX512_CORE_BF16")  # held below AMX only
     no_amx = ["avx2", "avx512f", "avx512_vnni", "avx512_bf16"]
     assert not bf16_is_fast(no_amx, "AVX512")
     assert bf16_is_fast([*no_amx, "amx_bf16", "amx_tile"], "AVX512")
@@ -326,7 +335,7 @@ def test_auto_precision_is_bf16_only_with_amx_tiles():
     )
     assert resolve_dtype("auto") == (torch.bfloat16 if live else torch.float32)
     flags = Path("/proc/cpuinfo").read_text().split()
-    int8 = not live and int8_is_fast(flags)
+    int8 = not live and int8_is_fast(flags, os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL"))
     assert resolve_quantize("auto", "auto", "cpu") == ("int8" if int8 else "none")
 
 

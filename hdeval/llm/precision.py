@@ -115,18 +115,26 @@ def _read_sidecar(sidecar: Path, stamp: list) -> str | None:
 QUANTIZATIONS = ("none", "int8", "auto")
 
 
-def int8_is_fast(cpu_flags: Sequence[str]) -> bool:
+#: oneDNN ISA caps (``ONEDNN_MAX_CPU_ISA``) below every VNNI level: int8 products run without it.
+BELOW_VNNI = ("SSE41", "AVX", "AVX2", "AVX512_CORE")
+
+
+def int8_is_fast(cpu_flags: Sequence[str], onednn_isa: str = "ALL") -> bool:
     """Whether int8 matrix products beat fp32 on a CPU with these ``/proc/cpuinfo`` flags: it
-    has VNNI (``avx512_vnni`` or ``avx_vnni``). Without it ``torch._int_mm`` is the slower one:
-    on an AVX2-only AMD EPYC (family 23) a 64 x 896 x 4864 product took 0.70 s in int8 against
-    0.05 s in fp32 (``benchmarks/quantization.py`` times the judge both ways)."""
-    return "avx512_vnni" in cpu_flags or "avx_vnni" in cpu_flags
+    has VNNI (``avx512_vnni`` or ``avx_vnni``) and oneDNN is not held below it. Without VNNI
+    ``torch._int_mm`` is the slower one: on an AVX2-only AMD EPYC (family 23) a 64 x 896 x 4864
+    product took 0.70 s in int8 against 0.05 s in fp32, and on a Xeon held to
+    ``ONEDNN_MAX_CPU_ISA=AVX2`` 4.0 ms against 2.3 (``benchmarks/quantization.py`` times the
+    judge both ways)."""
+    vnni = "avx512_vnni" in cpu_flags or "avx_vnni" in cpu_flags
+    return vnni and onednn_isa.strip().upper() not in BELOW_VNNI
 
 
 def resolve_quantize(name: str, dtype: str, device: str) -> str:
     """``auto`` is int8 where ``dtype: auto`` runs fp32 on the CPU (no AMX) and the CPU has VNNI
-    (:func:`int8_is_fast`), else none."""
+    that oneDNN may use (:func:`int8_is_fast`), else none."""
     if name != "auto":
         return name
     fp32_cpu = dtype == "auto" and device == "cpu" and resolve_dtype("auto") == torch.float32
-    return "int8" if fp32_cpu and int8_is_fast(cpu_flags()) else "none"
+    int8 = int8_is_fast(cpu_flags(), os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL"))
+    return "int8" if fp32_cpu and int8 else "none"
