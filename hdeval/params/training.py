@@ -71,9 +71,10 @@ class HierarchyParams(Section):
     unlikely where a complete one is not. One token more per request; the same likelihoods
     without the marker (the likelihood baselines') are then read off these, with no LLM call. A
     judge whose template marks no end of a reply is refused."""
-    families: list[Family] = Field(default_factory=lambda: ["coverage", "sentences", "repetition"])
+    families: list[Family] = Field(default_factory=lambda: ["sentences", "repetition"])
     """Signal families scored with the text's own signals (:mod:`hdeval.scoring.families`):
-    ``coverage`` (the source's opening given the text), ``sentences`` (PMI per sentence),
+    ``coverage`` (the source's opening given the text: one more pass per text, about a fifth of
+    the default run's prompt tokens, so opt-in), ``sentences`` (PMI per sentence),
     ``repetition`` (the text repeating its own word trigrams; no LLM call), ``slots`` (a
     meaning representation's values realised: data-to-text), ``wording`` (the likelihood of the
     words around a meaning representation's values, with and without the source, and of the
