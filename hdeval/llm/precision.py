@@ -46,14 +46,22 @@ def cpu_supports_bf16() -> bool:
     return bf16_is_fast(
         cpu_flags(),
         torch.backends.cpu.get_cpu_capability(),
-        os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL"),
+        onednn_cap(),
     )
+
+
+def onednn_cap(isa: str | None = None) -> str:
+    """oneDNN's ISA cap, ``isa`` or else this process's ``ONEDNN_MAX_CPU_ISA``, in upper case;
+    ``ALL`` where none is set (oneDNN reads an empty cap as none)."""
+    if isa is None:
+        isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "")
+    return isa.strip().upper() or "ALL"
 
 
 def bf16_is_fast(cpu_flags: Sequence[str], capability: str, onednn_isa: str = "ALL") -> bool:
     """Whether ``dtype: auto`` picks bf16 on a CPU with these ``/proc/cpuinfo`` flags, torch
     CPU ``capability`` and oneDNN ISA cap ``onednn_isa`` (see :func:`cpu_supports_bf16`)."""
-    isa = onednn_isa.strip().upper() or "ALL"  # oneDNN reads an empty cap as none
+    isa = onednn_cap(onednn_isa)
     amx_allowed = isa in ("ALL", "DEFAULT") or "AMX" in isa
     return capability == "AVX512" and "amx_bf16" in cpu_flags and amx_allowed
 
@@ -127,7 +135,7 @@ def int8_is_fast(cpu_flags: Sequence[str], onednn_isa: str = "ALL") -> bool:
     ``ONEDNN_MAX_CPU_ISA=AVX2`` 4.0 ms against 2.3 (``benchmarks/quantization.py`` times the
     judge both ways)."""
     vnni = "avx512_vnni" in cpu_flags or "avx_vnni" in cpu_flags
-    return vnni and onednn_isa.strip().upper() not in BELOW_VNNI
+    return vnni and onednn_cap(onednn_isa) not in BELOW_VNNI
 
 
 def resolve_quantize(name: str, dtype: str, device: str) -> str:
@@ -136,5 +144,4 @@ def resolve_quantize(name: str, dtype: str, device: str) -> str:
     if name != "auto":
         return name
     fp32_cpu = dtype == "auto" and device == "cpu" and resolve_dtype("auto") == torch.float32
-    int8 = int8_is_fast(cpu_flags(), os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL"))
-    return "int8" if fp32_cpu and int8 else "none"
+    return "int8" if fp32_cpu and int8_is_fast(cpu_flags(), onednn_cap()) else "none"
