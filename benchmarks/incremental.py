@@ -33,6 +33,7 @@ from pathlib import Path
 
 import yaml
 
+from hdeval.data.summeval import development_rows
 from hdeval.llm.cache import ResultCache
 from hdeval.report.summary import llm_totals
 from hdeval.tree.criteria import CriteriaTree
@@ -79,15 +80,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 # --------------------------------------------------------------------------- the project copy
 def summeval_rows(docs: int, systems: int) -> tuple[list[dict], list[dict]]:
-    """The first ``systems`` summaries of the first ``docs`` documents, and the rest of theirs."""
+    """The first ``systems`` summaries of the first ``docs`` development documents, and the
+    rest of theirs."""
     by_doc: dict[str, list[dict]] = {}
-    with open(SUMMEVAL, encoding="utf-8") as handle:
-        for line in handle:
-            row = json.loads(line)
-            if row["doc_id"] in by_doc or len(by_doc) < docs:
-                by_doc.setdefault(row["doc_id"], []).append(row)
-            elif len(by_doc) == docs:
-                break
+    for row in development_rows(REPO):
+        if row["doc_id"] in by_doc or len(by_doc) < docs:
+            by_doc.setdefault(row["doc_id"], []).append(row)
+        elif len(by_doc) == docs:
+            break
     base = [r for rows in by_doc.values() for r in rows[:systems]]
     spare = [r for rows in by_doc.values() for r in rows[systems:]]
     return base, spare
@@ -118,6 +118,7 @@ def build_project(root: Path, args: argparse.Namespace, base: list[dict], env: d
         path="labels.jsonl",
         criteria="aspects.yaml",
         aspects=list(args.aspects),
+        documents=None,
         n_docs=None,
         test_fraction=0.25,
     )

@@ -33,20 +33,19 @@ from pathlib import Path
 
 # Keep module-level imports light: every measurement runs this file in a fresh process.
 REPO = Path(__file__).resolve().parents[1]
-SUMMEVAL = REPO / "data" / "summeval" / "summeval.jsonl"
 HEAVY = ("torch", "transformers", "sklearn", "optuna", "onnxruntime", "pandas")
 KINDS = ("interpreter", "import", "judge-load", "judge", "bundle", "production")
 
 
 # --------------------------------------------------------------------------- in the child
 def samples(n: int):
-    """The first ``n`` SummEval rows as a samples table (index id; doc_id, source, output)."""
-    from itertools import islice
-
+    """The first ``n`` SummEval rows of the development documents as a samples table (index
+    id; doc_id, source, output)."""
     import pandas as pd
 
-    with open(SUMMEVAL, encoding="utf-8") as handle:
-        rows = [json.loads(line) for line in islice(handle, n)]
+    from hdeval.data.summeval import development_rows
+
+    rows = development_rows(REPO)[:n]
     return pd.DataFrame(rows).set_index("id")[["doc_id", "source", "output"]]
 
 

@@ -18,13 +18,13 @@ and the prompt tokens per text for ``k`` criteria, the document's share split ov
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from statistics import mean
 
 import yaml
 from transformers import AutoTokenizer
 
+from hdeval.data.summeval import development_rows
 from hdeval.llm.embedded import pull
 from hdeval.params import TaskSpec
 from hdeval.scoring.prompts import (
@@ -54,8 +54,7 @@ def main() -> None:
         [{"role": "user", "content": _MARK}], tokenize=False, add_generation_prompt=True
     )
     head, tail = (n(part) for part in rendered.split(_MARK))
-    with open(REPO / "data" / "summeval" / "summeval.jsonl", encoding="utf-8") as handle:
-        rows = [json.loads(line) for line in handle]
+    rows = development_rows(REPO)
     docs = list(dict.fromkeys(r["doc_id"] for r in rows))[: args.docs]
     rows = [r for r in rows if r["doc_id"] in docs]
     spec = yaml.safe_load((REPO / "data" / "summeval" / "aspects.yaml").read_text())["criteria"]

@@ -1,4 +1,5 @@
-"""Stage labels: a manifest of the sha256 of every label file params name, and of the
+"""Stage labels: a manifest of the sha256 of every label file params name (and of the
+``data.documents`` list), and of the
 published peer's predictions (``evaluate.peer``).
 
 DVC cannot make a list param (``data.new_labels``) or an optional file into deps, so this stage
@@ -14,7 +15,7 @@ from hdeval.params import load_params
 def main() -> None:
     params = load_params(ws.PARAMS)
     data, peer = params.data, params.evaluate.peer
-    manifest = ws.label_manifest(data.label_files())
+    manifest = ws.label_manifest(data.input_files())
     ws.LABELS.parent.mkdir(parents=True, exist_ok=True)
     ws.write_json(ws.LABELS, manifest)
     found = peer is not None and peer.path.is_file()

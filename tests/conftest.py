@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,10 +90,10 @@ def auto_precision_backend(embedded_dir: Path, embedded_backend):
 
 @pytest.fixture(scope="session")
 def summeval_rows() -> list[dict]:
-    """The first 32 SummEval rows (two documents x 16 systems), as shipped under data/."""
-    path = REPO / "data" / "summeval" / "summeval.jsonl"
-    with open(path, encoding="utf-8") as handle:
-        return [json.loads(next(handle)) for _ in range(32)]
+    """The first 32 SummEval rows of the development documents (two documents x 16 systems)."""
+    from tests.dvc_project import development_rows
+
+    return development_rows()[:32]
 
 
 @pytest.fixture(scope="session")

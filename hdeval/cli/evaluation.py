@@ -134,7 +134,7 @@ def dhp_command(
         Path,
         typer.Argument(
             help="Labelled rows with references (JSONL or CSV); for a bundle that reads the "
-            "references, rows it was not trained on (work/prepared/test.jsonl)."
+            "references, its best-rated text of each document is perturbed beside them."
         ),
     ],
     out: Annotated[Path, typer.Option(help="Directory for the tables, charts and summary.")],

@@ -104,6 +104,23 @@ def subsample_documents(
     return _rows_of_documents(data, chosen | (set(documents) - set(pool)))
 
 
+def restrict_documents(
+    data: LabelledData, documents: list[str] | None, where: str = "data.documents"
+) -> LabelledData:
+    """The rows of ``documents`` only (all where it is None); an id ``data`` does not hold is an
+    error naming it and ``where``."""
+    if documents is None:
+        return data
+    held = set(_documents(data))
+    unknown = [d for d in documents if d not in held]
+    if unknown:
+        shown = ", ".join(map(repr, unknown[:MAX_REPORTED_ERRORS]))
+        more = len(unknown) - MAX_REPORTED_ERRORS
+        rest = f" and {more} more" if more > 0 else ""
+        raise ConfigError(f"{where}: the labels hold no document {shown}{rest}")
+    return _rows_of_documents(data, documents)
+
+
 def subsample_texts(data: LabelledData, per_doc: int | None, seed: int) -> LabelledData:
     """Keep at most ``per_doc`` randomly chosen rows of each document (``None`` keeps all).
 
@@ -157,6 +174,20 @@ def merge_labels(base: LabelledData, new: LabelledData) -> LabelledData:
     return _build(merged, base.aspects)
 
 
+def _listed(config: DataParams) -> str:
+    return f"data.documents ({config.documents}, labels: {config.path})"
+
+
+def load_run_labels(config: DataParams) -> LabelledData:
+    """Every row of ``data.path`` in the run's documents (``data.documents``), without the
+    subsample and split of :func:`load_split`: where DHP draws reference texts from."""
+    data = load_labels(
+        config.path, config.aspects, config.score_range, config.max_field_chars,
+        config.invalid_unicode,
+    )  # fmt: skip
+    return restrict_documents(data, config.document_ids(), _listed(config))
+
+
 def load_split(
     config: DataParams, params_file: str = "params.yaml"
 ) -> tuple[LabelledData, LabelledData]:
@@ -170,7 +201,7 @@ def load_split(
             path, config.aspects, config.score_range, config.max_field_chars, config.invalid_unicode
         )
 
-    data = load(config.path)
+    data = restrict_documents(load(config.path), config.document_ids(), _listed(config))
     first = _documents(data)  # drawn from and split as ever; new label files' documents join
     for extra in config.new_labels:
         data = merge_labels(data, load(extra))

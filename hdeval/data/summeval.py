@@ -12,6 +12,20 @@ SUMMEVAL_ASPECTS: tuple[str, ...] = ("coherence", "consistency", "fluency", "rel
 SUMMEVAL_SCORE_RANGE: tuple[float, float] = (1.0, 5.0)
 
 
+#: The shipped label file and the 80 documents runs, tests and benchmarks may read
+#: (the other 20 are kept unseen for an acceptance review: data/summeval/README.md).
+SUMMEVAL_FILE = Path("data/summeval/summeval.jsonl")
+DEVELOPMENT_DOCUMENTS = Path("data/summeval/development_documents.txt")
+
+
+def development_rows(root: Path = Path()) -> list[dict]:
+    """Every row of the shipped SummEval file whose document is a development document, in file
+    order (``root``: the project folder)."""
+    listed = set((root / DEVELOPMENT_DOCUMENTS).read_text(encoding="utf-8").split())
+    with open(root / SUMMEVAL_FILE, encoding="utf-8") as handle:
+        return [row for line in handle if (row := json.loads(line))["doc_id"] in listed]
+
+
 def summeval_row(raw: dict) -> dict:
     """One SummEval row (doc_id, system_id, source, system_output, references, scores)
     in the canonical label schema; scores are copied unchanged."""

@@ -15,6 +15,7 @@ import pandas as pd
 from hdeval import workspace as ws
 from hdeval.baselines.registry import TextScorer
 from hdeval.data import LabelledData, load_labels
+from hdeval.data.splitting import load_run_labels
 from hdeval.dhp.benchmark import (
     DHPResult,
     _combined_samples,
@@ -35,13 +36,15 @@ log = logging.getLogger(__name__)
 def stage_labels(
     data: DataParams, with_references: bool, held_out: LabelledData | None = None
 ) -> LabelledData:
-    """The rows the dhp stage draws its originals from: the held-out rows (``held_out``, else
-    ``work/prepared/test.jsonl``) for a bundle that reads the references, as its originals are
-    texts it may have been fit on (:func:`dhp_samples`); every row of ``data.path`` otherwise."""
+    """The rows the dhp stage draws its originals from: the rows of the documents the tree never
+    saw (``held_out``, else ``work/prepared/test.jsonl``) for a bundle that reads the
+    references, as its originals are texts of the run (:func:`dhp_samples`); otherwise every
+    row of ``data.path`` in ``data.documents``."""
     if with_references and held_out is not None:
         return held_out
-    path = ws.PREPARED / "test.jsonl" if with_references else data.path
-    return load_labels(path, data.aspects, data.score_range)
+    if with_references:
+        return load_labels(ws.PREPARED / "test.jsonl", data.aspects, data.score_range)
+    return load_run_labels(data)
 
 
 def dhp_samples(

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from hdeval.errors import ConfigError
 from hdeval.params.base import Section
 
 
@@ -46,10 +47,15 @@ class DataParams(Section):
     where aspects are rated on different scales; a score outside it is an error."""
     criteria: Path = Path("data/summeval/aspects.yaml")
     """Layer 1 of the criteria tree: the aspects and their definitions."""
+    documents: Path | None = None
+    """A file of document ids, one per line: only these documents of ``path`` are read any
+    further (``n_docs`` draws among them; ``new_labels`` documents are always used); null: every
+    document. An id the labels do not hold is an error naming it."""
     n_docs: int | None = Field(30, ge=2)
-    """Documents of ``path`` used (every text of each); null uses all."""
+    """Documents used (every text of each), drawn among ``documents``; null uses all."""
     test_fraction: float = Field(0.33, gt=0, lt=1)
-    """Share of the documents held out for evaluation."""
+    """Share of the documents the criteria tree never sees: the tree is grown on the others
+    (the development share). Every document is cross-fitted (``evaluate.folds``) all the same."""
     train_texts_per_doc: int | None = Field(None, ge=1)
     """At most this many randomly chosen texts per training document; null keeps all
     (held-out documents always keep every text)."""
@@ -67,9 +73,27 @@ class DataParams(Section):
         self.ranges()
         return self
 
+    def document_ids(self) -> list[str] | None:
+        """The ids ``documents`` lists, in file order (None where it is null); a missing file
+        is an error naming the setting."""
+        if self.documents is None:
+            return None
+        if not self.documents.is_file():
+            raise ConfigError(f"data.documents: no file {self.documents}")
+        ids = [line.strip() for line in self.documents.read_text(encoding="utf-8").splitlines()]
+        ids = [i for i in ids if i and not i.startswith("#")]
+        if not ids:
+            raise ConfigError(f"data.documents: {self.documents} lists no document id")
+        return list(dict.fromkeys(ids))
+
     def label_files(self) -> list[Path]:
         """Every label file these params name: ``path``, then ``new_labels``."""
         return [self.path, *self.new_labels]
+
+    def input_files(self) -> list[Path]:
+        """The label files, then the ``documents`` list where there is one: every file whose
+        content decides the run's rows."""
+        return self.label_files() + ([self.documents] if self.documents is not None else [])
 
     def ranges(self) -> dict[str, tuple[float, float]]:
         """Each aspect's inclusive (low, high) human scale: ``score_range`` is one pair for every
