@@ -2,7 +2,7 @@
 
 Each gate gives a :class:`Verdict`; :func:`enforce` turns refusals into an
 :class:`~hdeval.errors.AcceptanceError` (``on_failure: fail``) or logged warnings (``warn``). The
-baseline gate refuses a bundle whose held-out agreement is below the best same-judge baseline
+baseline gate refuses a bundle whose cross-fitted agreement is below the best same-judge baseline
 (direct prompt per aspect, per-aspect likelihood, unconditioned likelihood) by more than a margin.
 """
 
@@ -96,7 +96,7 @@ def paired_differences(
     n_boot: int = 200,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """``reference``'s held-out agreement (aspect average at ``settings.level`` /
+    """``reference``'s cross-fitted agreement (aspect average at ``settings.level`` /
     ``correlation``) minus that of each entry in ``against``, each on the rows both scored,
     with a paired document-bootstrap CI (:func:`~hdeval.metrics.paired_difference`).
 
@@ -135,7 +135,7 @@ def baseline_verdict(
     with references could pick it instead, although it does not decide the verdict.
     """
     rows = _gate_rows(table, settings)
-    what = f"held-out {settings.level} {settings.correlation}"
+    what = f"cross-fitted {settings.level} {settings.correlation}"
     own = _figure(rows, scorer)
     missing = [b for b in settings.baselines if _figure(rows, b) is None]
     note = f"; not in the table: {', '.join(missing)}" if missing else ""

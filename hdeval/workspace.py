@@ -21,6 +21,9 @@ WORK = Path("work")
 LABELS = WORK / "labels.json"
 PEER = WORK / "peer.json"
 PREPARED = WORK / "prepared"
+#: Every row of the run: the development share the tree is grown on (train.jsonl) and the
+#: documents it never saw (test.jsonl); every one of them is cross-fitted.
+ROWS = PREPARED / "rows.jsonl"
 LAYERS = WORK / "layers"
 TUNE = WORK / "tune"
 EVALUATE = WORK / "evaluate"

@@ -1,5 +1,5 @@
 """Stage acceptance: the exported evaluator's gates. Refused when its DHP D_min^EW is below the
-threshold, or when its held-out agreement is below the best same-judge baseline by more than the
+threshold, or when its cross-fitted agreement is below the best same-judge baseline by more than the
 margin; `acceptance.on_failure` decides whether a refusal fails `dvc repro` or only warns."""
 
 import pandas as pd
@@ -23,7 +23,7 @@ def main() -> None:
     dhp = ws.read_json(ws.DHP / "summary.json")["scorers"][name]
     dhp_table = pd.read_csv(ws.DHP / f"{name}.csv", index_col=0)
     table = pd.read_csv(ws.BASELINES / "compare.csv")
-    test = load_labels(ws.PREPARED / "test.jsonl", params.data.aspects, params.data.score_range)
+    test = load_labels(ws.ROWS, params.data.aspects, params.data.score_range)
     peer = params.evaluate.peer.name if params.evaluate.peer else None  # stated, not gated
     differences = paired_differences(
         ws.read_features(ws.BASELINES / "predictions.csv"),

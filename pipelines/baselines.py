@@ -1,6 +1,6 @@
 """Stage baselines: the same judge as direct prompts, an overall prompt, GPTScore likelihood,
 ROUGE and a published peer's predictions (``evaluate.peer``), against HD-Eval and its ablations
-on the same held-out rows."""
+on the same rows: every row of the run, the bundle by its cross-fitted predictions."""
 
 import pandas as pd
 
@@ -16,7 +16,7 @@ from hdeval.tree.criteria import aspects_tree
 
 def main() -> None:
     params = load_params(ws.PARAMS)
-    test = load_labels(ws.PREPARED / "test.jsonl", params.data.aspects, params.data.score_range)
+    test = load_labels(ws.ROWS, params.data.aspects, params.data.score_range)
     judge = open_judge(params.llm)
     scores: dict = {
         path.stem: ws.read_features(path)

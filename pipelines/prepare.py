@@ -1,8 +1,9 @@
-"""Stage prepare: validate the label files, keep ``n_docs`` documents, split by document, thin
-the training documents to ``train_texts_per_doc`` texts each."""
+"""Stage prepare: validate the label files, keep the run's documents (``data.documents``,
+``n_docs``), split off the development share the criteria tree is grown on (thinned to
+``train_texts_per_doc`` texts a document), and write every row the run cross-fits."""
 
 from hdeval import workspace as ws
-from hdeval.data import save_labels
+from hdeval.data import merge_labels, save_labels
 from hdeval.data.splitting import load_split
 from hdeval.params import load_params
 
@@ -13,6 +14,7 @@ def main() -> None:
     out = ws.fresh(ws.PREPARED)
     save_labels(train, out / "train.jsonl")
     save_labels(test, out / "test.jsonl")
+    save_labels(merge_labels(train, test), ws.ROWS)
     ws.write_json(
         out / "split.json",
         {
@@ -22,7 +24,10 @@ def main() -> None:
             "test_documents": sorted(set(test.samples["doc_id"])),
         },
     )
-    print(f"prepared {len(train)} train and {len(test)} test rows")
+    print(
+        f"prepared {len(train) + len(test)} rows: the tree grows on {len(train)}, "
+        f"{len(test)} are of documents it never sees"
+    )
 
 
 if __name__ == "__main__":

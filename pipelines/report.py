@@ -1,4 +1,4 @@
-"""Stage report: metrics.json (held-out agreement, ablations, baselines, DHP, model selection,
+"""Stage report: metrics.json (cross-fitted agreement, ablations, baselines, DHP, model selection,
 acceptance verdicts, LLM cost), its headline numbers for `dvc exp show` (headline.json), the
 results table results.md and the self-contained page report.html."""
 
@@ -36,8 +36,10 @@ def main() -> None:
         **ws.read_json(ws.BASELINES / "left_out.json"),
         **dhp.get("left_out", {}),
     }
+    best = ws.read_json(ws.TUNE / "best_params.json")  # the shipped bundle's selection
     metrics = {
         **evaluation,
+        "selection": {k: v for k, v in best.items() if k != "columns"},
         "left_out": left_out,
         "baselines": baseline_summary(table),
         "dhp": dhp["scorers"],

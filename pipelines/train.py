@@ -1,6 +1,7 @@
-"""Stage train: model selection (feature groups x aggregator kind) and tuning by
-document-grouped CV on the training documents; fit the CV-best on every training row and export
-the evaluator bundle (ONNX aggregator, criteria tree, card with the CV table)."""
+"""Stage train: the shipped bundle. The same model selection that evaluate cross-fits (signal
+families, feature groups x aggregator kind, tuning, single-column fallback), by document-grouped
+CV on every row of the run; the CV-best fit on all of them and exported (ONNX aggregator,
+criteria tree, card with the CV table). Evaluate's cross-fitted figure estimates this bundle."""
 
 import joblib
 
@@ -14,10 +15,10 @@ from hdeval.tree.criteria import CriteriaTree
 
 def main() -> None:
     params = load_params(ws.PARAMS)
-    train = load_labels(ws.PREPARED / "train.jsonl", params.data.aspects, params.data.score_range)
+    train = load_labels(ws.ROWS, params.data.aspects, params.data.score_range)
     final = ws.layer_dir(params.hierarchy.layers)
     tree = CriteriaTree.from_yaml(final / "tree.yaml")
-    features = ws.read_features(final / "features.csv")
+    features = ws.read_features(ws.EVALUATE / "features.csv")
     report = ws.read_json(final / "report.json")
     # the modes the final layer scored (a server without likelihoods, or mode pruning, drops some)
     hierarchy = params.hierarchy.model_copy(update={"modes": report["modes"]})

@@ -30,13 +30,20 @@ def first_source_words(row: dict, words: int) -> dict:
     return {**row, "source": " ".join(row["source"].split()[:words])}
 
 
+def development_rows() -> list[dict]:
+    """Every SummEval row of the development documents: the others are never scored."""
+    from hdeval.data.summeval import development_rows as rows
+
+    return rows(REPO)
+
+
 def summeval_rows(
     n: int = 64, systems: set[str] | None = None, source_words: int | None = None
 ) -> list[dict]:
-    """The first ``n`` SummEval label rows, optionally of some systems only, and with each
-    source cut to its first ``source_words`` words (:func:`first_source_words`)."""
-    with open(REPO / "data" / "summeval" / "summeval.jsonl", encoding="utf-8") as handle:
-        rows = [json.loads(next(handle)) for _ in range(n)]
+    """The first ``n`` SummEval label rows of the development documents, optionally of some
+    systems only, and with each source cut to its first ``source_words`` words
+    (:func:`first_source_words`)."""
+    rows = development_rows()[:n]
     if source_words is not None:
         rows = [first_source_words(r, source_words) for r in rows]
     return [r for r in rows if systems is None or r["system_id"] in systems]
@@ -67,8 +74,11 @@ def make_project(
     tree["criteria"] = [c for c in tree["criteria"] if c["id"] == aspect]
     (root / "aspects.yaml").write_text(yaml.safe_dump(tree))
     params["data"].update(
-        path="labels.jsonl", criteria="aspects.yaml", aspects=[aspect], n_docs=None
-    )
+        path="labels.jsonl", criteria="aspects.yaml", aspects=[aspect], n_docs=None,
+        documents=None,
+    )  # fmt: skip
+    # as many outer folds as documents, up to the default 5 (fewer documents are refused)
+    params["evaluate"]["folds"] = min(5, len({r["doc_id"] for r in rows}))
     for section, values in params_update.items():
         params[section].update(values)
     write_params(root, params)

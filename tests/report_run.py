@@ -85,7 +85,7 @@ def synthetic_run(
     refused: bool = False,
     report_stage: bool = True,
 ) -> Path:
-    """Write a run into ``root``: 12 held-out texts of 4 documents, 2 aspects, 3 layers.
+    """Write a run into ``root``: 12 cross-fitted texts of 4 documents, 2 aspects, 3 layers.
     ``report_stage`` False: a run that stopped after explain (no metrics.json)."""
     rng = np.random.default_rng(0)
     ids = [f"doc{d}#M{s}" for d in range(4) for s in range(3)]
@@ -98,7 +98,7 @@ def synthetic_run(
          "scores": human.loc[i].to_dict()}
         for i in ids
     ]  # fmt: skip
-    _write(root / "work/prepared/test.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    _write(root / "work/prepared/rows.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
     _write(root / "work/evaluate/predictions/hdeval.csv", predicted.rename_axis("id").to_csv())
     explained = {
         i: {"method": "exact", "reference": "background (32 rows)", "aspects": {
@@ -109,7 +109,7 @@ def synthetic_run(
         for i in ids
     }  # fmt: skip
     _write(
-        root / "work/evaluate/explanations.jsonl",
+        root / "work/explain/explanations.jsonl",
         "".join(json.dumps({"id": i, "explanation": e}) + "\n" for i, e in explained.items()),
     )
     layers = _layers(root)
@@ -129,7 +129,7 @@ def synthetic_run(
         for k in (1, 2, 3) for kind in ("linear", "mlp")
     ]  # fmt: skip
     evaluation = {
-        "held_out": {"hdeval": _agreement(0.45), "means_only": _agreement(0.39)},
+        "cross_fitted": {"hdeval": _agreement(0.45), "means_only": _agreement(0.39)},
         "selection": {"kind": "linear", "features": "likelihood L1", "cv_pearson": 0.39,
                       "cv_table": cv_table, "max_rising_share": 0.0},
         "layers": {str(r["layer"]): {"cv_pearson": r["cv_pearson"]} for r in layers},
@@ -139,7 +139,7 @@ def synthetic_run(
                                        "tokens": {"prompt": 100, "completion": 0, "reused": 50}},
                            "evaluate": {"llm_calls": 7, "cache_hits": 2, "seconds": 130.0,
                                         "tokens": {"prompt": 300, "completion": 0, "reused": 9}}}},
-        "rows": {"train": 24, "test": len(ids)},
+        "rows": {"all": len(ids), "documents": 4, "tree_rows": 8, "tree_documents": 3},
         "machine": {"cpu": "Test CPU (family 6 model 1; avx2; 2 cores)"},
         "left_out": {},
     }  # fmt: skip
@@ -183,7 +183,7 @@ def synthetic_run(
                 "message": "DHP refused hdeval: D_min^EW 0.800 < threshold 1.0; not discerned: "
                 "reorder_minor" if refused else "DHP accepted hdeval: D_min^EW 1.2 >= 1.0"},
         "baselines": {"accepted": True, "level": "dataset", "correlation": "pearson",
-                      "message": "baselines accepted hdeval: held-out dataset pearson 0.450",
+                      "message": "baselines accepted hdeval: cross-fitted dataset pearson 0.450",
                       "hdeval": {"value": 0.45, "low": 0.37, "high": 0.53},
                       "likelihood:unconditioned": {"value": 0.39, "low": 0.31, "high": 0.47},
                       "best": "likelihood:unconditioned", "margin": 0.02,

@@ -56,7 +56,7 @@ def test_margin_and_level_decide() -> None:
     assert not baseline_verdict(table, AcceptanceParams(baseline_margin=0.0)).accepted
     ahead = _table({"hdeval": 0.5, "likelihood": 0.395})
     verdict = baseline_verdict(ahead, AcceptanceParams(level="summary", baseline_margin=0.0))
-    assert verdict.accepted and "held-out summary pearson 0.800" in verdict.message
+    assert verdict.accepted and "cross-fitted summary pearson 0.800" in verdict.message
     assert enforce([verdict], "fail") == [verdict.message]
 
 

@@ -1,5 +1,5 @@
 """A published peer's predictions (hdeval.baselines.peer): read in either form, mapped onto the
-label file's row ids, and refused where a held-out row has none."""
+label file's row ids, and refused where a row of the run has none."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def test_a_jsonl_peer_missing_a_held_out_row_is_refused_naming_it(tmp_path) -> N
     rows = [{"id": "a", "scores": {"informativeness": 1, "naturalness": 2}}]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     peer = read_peer(path, "jsonl", ASPECTS)
-    with pytest.raises(DataValidationError, match="no prediction for held-out row b"):
+    with pytest.raises(DataValidationError, match="no prediction for row b"):
         peer_scores(peer, pd.Index(["a", "b"]), path)
 
 

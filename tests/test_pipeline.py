@@ -43,6 +43,7 @@ def project(tmp_path_factory, embedded_dir):
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     params["data"].update(
         path="labels.jsonl",
+        documents=None,
         criteria="aspects.yaml",
         aspects=["coherence"],
         n_docs=None,
@@ -57,7 +58,7 @@ def project(tmp_path_factory, embedded_dir):
     params["hierarchy"]["modes"] = ["likelihood"]
     # the sentences family needs no LLM call of its own (coverage: test_family_judge.py)
     params["hierarchy"].update(families=["sentences"], min_family_gain=None)
-    params["evaluate"]["bootstrap"] = 10
+    params["evaluate"].update(bootstrap=10, folds=3)  # one document per outer fold
     params["dhp"].update(n_texts=2)
     params["acceptance"].update(on_failure="warn")
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
@@ -83,14 +84,15 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     _run([dvc, "repro"], root, env)
     assert (root / "models/evaluator/aggregator.onnx").is_file()
     metrics = json.loads((root / "metrics.json").read_text())
-    held_out = metrics["held_out"]
-    assert set(held_out) >= {"hdeval", "without_layer_3", "without_layers_2_3"}
-    assert {"unconditioned_likelihood_only", "without_sentences"} <= set(held_out)
+    crossed = metrics["cross_fitted"]
+    assert set(crossed) >= {"hdeval", "without_layer_3", "without_layers_2_3"}
+    assert {"unconditioned_likelihood_only", "without_sentences"} <= set(crossed)
+    assert metrics["rows"]["all"] == len(rows) and len(metrics["folds"]) == 3
     assert metrics["selection"]["families"] == ["sentences"]
     assert "first_half" in metrics["dhp"]["hdeval"]["lower"]
     headline = json.loads((root / "headline.json").read_text())
-    assert len(headline) <= 25 and headline["test_rows"] == metrics["rows"]["test"]
-    assert "pearson" in held_out["hdeval"]["coherence"]["dataset"]
+    assert len(headline) <= 25 and headline["rows"] == metrics["rows"]["all"]
+    assert "pearson" in crossed["hdeval"]["coherence"]["dataset"]
     assert sum(r["llm_calls"] for r in _reports(root)) > 0
     assert all(r["tokens"]["prompt"] > 0 for r in _reports(root))
     stages = metrics["llm"]["stages"]
@@ -121,6 +123,7 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     assert shipped, "the shipped candidate rises when worse"
     card = json.loads((root / "models/evaluator/card.json").read_text())
     assert card["metrics"]["selection"]["features"] == selection["features"]
+    assert card["metrics"]["training_rows"] == len(rows)  # the bundle is fit on every document
     assert (
         card["modes"] == selection["modes"] and "Model selection by document-grouped CV" in results
     )
@@ -129,7 +132,7 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     assert list((root / "plots/explain").glob("*.png"))
     assert (root / "work/dhp/hdeval.png").is_file()
     shown = _run([dvc, "metrics", "show", "--json"], root, env)
-    assert "headline.json" in shown and "held_out" not in shown  # the few numbers only
+    assert "headline.json" in shown and "cross_fitted" not in shown  # the few numbers only
     assert "predicted_vs_human" in _run([dvc, "plots", "show", "--json"], root, env)
 
     # only the label manifest stage, which runs every time, is listed
@@ -257,9 +260,9 @@ def test_the_report_page_renders_in_a_real_browser(project, tmp_path):
     pixels = imread(shot)
     assert pixels.shape[:2] == (height, 1280)
     assert pixels[..., :3].std() > 0.05  # not a blank page
-    # the evaluate stage's explanations, which the page shows, add up to the bundle's scores
-    predicted = pd.read_csv(root / "work/evaluate/predictions/hdeval.csv", index_col=0)
-    lines = (root / "work/evaluate/explanations.jsonl").read_text().splitlines()
+    # the explain stage's explanations, which the page shows, add up to the bundle's scores
+    predicted = pd.read_csv(root / "work/explain/bundle_scores.csv", index_col=0)
+    lines = (root / "work/explain/explanations.jsonl").read_text().splitlines()
     assert len(lines) == len(predicted)
     for row in map(json.loads, lines):
         for aspect, part in row["explanation"]["aspects"].items():
@@ -278,19 +281,19 @@ def _score(root: Path, env: dict, texts: Path, out: Path, *extra: str) -> list[d
     return [json.loads(line) for line in out.read_text().splitlines()]
 
 
-def test_hdeval_score_in_a_new_process_gives_the_evaluate_stages_scores(project, tmp_path):
-    """No training/serving skew: the held-out texts, as production rows (id, source, output:
+def test_hdeval_score_in_a_new_process_gives_the_pipelines_scores(project, tmp_path):
+    """No training/serving skew: the run's texts, as production rows (id, source, output:
     no document id, no labels), scored by ``hdeval score`` in fresh processes with an empty
-    result cache, all at once and one text per call, get exactly the scores the ``evaluate``
-    stage reported (bf16 on AMX: within :data:`~tests.batching.BF16_TOLERANCE`, its kernels
-    round a row by its batch's size); ``--explain`` gives every aspect contributions that add
-    up to them."""
+    result cache, all at once and one text per call, get exactly the scores the ``explain``
+    stage's bundle gave them (bf16 on AMX: within :data:`~tests.batching.BF16_TOLERANCE`, its
+    kernels round a row by its batch's size); ``--explain`` gives every aspect contributions
+    that add up to them."""
     root, env, _, _ = project
     fresh = {**env, "HDEVAL_CACHE": str(tmp_path / "empty-cache.sqlite")}
-    expected = pd.read_csv(root / "work/evaluate/predictions/hdeval.csv", index_col=0)
+    expected = pd.read_csv(root / "work/explain/bundle_scores.csv", index_col=0)
     expected.index = expected.index.astype(str)
-    held_out = [json.loads(line) for line in (root / "work/prepared/test.jsonl").open()]
-    texts = [{k: r[k] for k in ("id", "source", "output")} for r in held_out]
+    every = [json.loads(line) for line in (root / "work/prepared/rows.jsonl").open()]
+    texts = [{k: r[k] for k in ("id", "source", "output")} for r in every]
     batch = tmp_path / "texts.jsonl"
     batch.write_text("".join(json.dumps(t) + "\n" for t in texts))
     scored = {r["id"]: r for r in _score(root, fresh, batch, tmp_path / "all.jsonl", "--explain")}
@@ -342,8 +345,8 @@ def test_hdeval_train_runs_dvc_yamls_stages_without_dvc(project, tmp_path):
     assert re.findall(r"Running stage '([^']+)'", said) == expected
     assert refused.returncode == 2 and "DHP refused hdeval" in said
     assert (copy / "models/evaluator/card.json").is_file()  # what finished stays
-    ours = json.loads((copy / "work/evaluate/metrics.json").read_text())["held_out"]["hdeval"]
-    theirs = json.loads((root / "metrics.json").read_text())["held_out"]["hdeval"]
+    ours = json.loads((copy / "work/evaluate/metrics.json").read_text())["cross_fitted"]["hdeval"]
+    theirs = json.loads((root / "metrics.json").read_text())["cross_fitted"]["hdeval"]
     for key in ("pearson", "spearman", "kendall"):
         mine, shipped = ours["average"]["dataset"][key], theirs["average"]["dataset"][key]
         assert mine == pytest.approx(shipped, nan_ok=True)

@@ -73,8 +73,8 @@ def test_whole_pipeline_on_a_server_without_likelihoods(tmp_path, llama_server):
     left_out = metrics["left_out"]
     assert set(left_out) == {"likelihood features", "baseline likelihood", "DHP likelihood"}
     assert all("cannot score likelihoods" in why for why in left_out.values())
-    assert "hdeval" in metrics["held_out"]
-    assert not {"likelihood_only", "unconditioned_likelihood_only"} & set(metrics["held_out"])
+    assert "hdeval" in metrics["cross_fitted"]
+    assert not {"likelihood_only", "unconditioned_likelihood_only"} & set(metrics["cross_fitted"])
     assert "direct-prompt" in metrics["baselines"]
     assert not [name for name in metrics["baselines"] if name.startswith("likelihood")]
     assert {"hdeval", "direct-prompt"} == set(metrics["dhp"])

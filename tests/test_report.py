@@ -44,7 +44,7 @@ def _section(html: str, anchor: str) -> str:
 def test_a_full_run_shows_the_verdict_every_section_and_nothing_external(tmp_path) -> None:
     html = _page(tmp_path)
     verdict = _section(html, "verdict")
-    assert "ACCEPTED" in verdict and "held-out dataset pearson 0.450 [0.37, 0.53]" in verdict
+    assert "ACCEPTED" in verdict and "cross-fitted dataset pearson 0.450 [0.37, 0.53]" in verdict
     assert "GPTScore likelihood, unconditioned 0.390 [0.31, 0.47]" in verdict
     assert "paired difference +0.060 [0.02, 0.11]" in verdict
     assert "published peer unieval 0.410 [0.33, 0.49], paired difference +0.040" in verdict
@@ -67,7 +67,7 @@ def test_the_texts_with_the_largest_errors_come_worst_first_with_their_explanati
     tmp_path,
 ) -> None:
     worst = _section(_page(tmp_path), "worst")
-    assert worst.count("mean error") == 10  # of 12 held-out texts
+    assert worst.count("mean error") == 10  # of the 12 texts
     errors = [float(e) for e in re.findall(r"mean error (\d+\.\d+)", worst)]
     assert errors == sorted(errors, reverse=True) and errors[0] > 2
     first = worst[worst.index("1. doc2#M1") : worst.index("2. ")]
@@ -146,7 +146,7 @@ def test_a_tree_that_stopped_says_where_and_why() -> None:
          "modes_next": [], "stopped": "the tree stopped growing earlier"},
     ]  # fmt: skip
     tree = CriteriaTree([Criterion("coherence", "Coherence", "well structured")])
-    record = RunRecord(Path("."), {"held_out": {"hdeval": {}}}, layers=reports, tree=tree)
+    record = RunRecord(Path("."), {"cross_fitted": {"hdeval": {}}}, layers=reports, tree=tree)
     growth = tree_growth(record)
     assert growth is not None
     assert growth["stopped"] == f"Growth stopped at layer 1: {stopped}."

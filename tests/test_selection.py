@@ -150,6 +150,11 @@ def test_select_and_fit_ships_the_cv_best_with_bundle_columns(tmp_path) -> None:
     summary = selected.summary()
     assert summary["kind"] == selected.kind and len(summary["cv_table"]) == len(selected.table)
     assert (tmp_path / "optuna.sqlite").is_file()
+    # each aspect's aggregator against its best single input column, by the same CV
+    fallbacks = {f["aspect"]: f for f in summary["fallbacks"]}
+    assert set(fallbacks) == {"coherence", "fluency"}
+    assert all(f["column"] in selected.features.columns for f in fallbacks.values())
+    assert not any(f["replaced"] for f in fallbacks.values())  # two columns beat one here
 
 
 def test_the_simplest_candidate_within_the_margin_is_shipped() -> None:

@@ -32,15 +32,19 @@ def test_train_stage_without_tuning_writes_its_outs_in_a_fresh_workspace(tmp_pat
         }
         for i in data.samples.index
     ]
-    write_jsonl(prepared / "train.jsonl", rows)
+    write_jsonl(prepared / "rows.jsonl", rows)  # every row of the run: the bundle is fit on all
     layer = tmp_path / "work" / "layers" / "3"
     layer.mkdir(parents=True)
     TREE.to_yaml(layer / "tree.yaml")
-    features.to_csv(layer / "features.csv")
+    evaluated = tmp_path / "work" / "evaluate"
+    evaluated.mkdir(parents=True)
+    features.to_csv(evaluated / "features.csv")
     report = {"modes": ["prompt", "likelihood"], "llm_identity": "test-judge"}
     (layer / "report.json").write_text(json.dumps(report))
     params = yaml.safe_load((REPO / "params.yaml").read_text())
-    params["data"].update(aspects=["coherence", "fluency"], score_range=[1.0, 5.0])
+    params["data"].update(
+        aspects=["coherence", "fluency"], score_range=[1.0, 5.0], documents=None
+    )
     params["hierarchy"].update(modes=["prompt", "likelihood"], **MEANS_ONLY)
     params["aggregator"].update(kinds=["linear"], n_trials=0, cv_folds=4)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))

@@ -253,7 +253,7 @@ def test_whole_pipeline_on_vllm_with_likelihoods(tmp_path, vllm_server, embedded
 
     metrics = json.loads((root / "metrics.json").read_text())
     assert metrics["left_out"] == {}  # vLLM gives likelihoods: nothing was left out
-    variants = set(metrics["held_out"])
+    variants = set(metrics["cross_fitted"])
     assert {"hdeval", "unconditioned_likelihood_only", "text_signals_only"} <= variants
     assert {"likelihood", "likelihood:source_free", "likelihood:pmi"} <= set(metrics["baselines"])
     assert {"hdeval", "likelihood"} == set(metrics["dhp"])

@@ -1,5 +1,5 @@
 """A published evaluator's per-row predictions (UniEval's, or your own peer's) as a scorer of the
-comparison table: a yardstick on exactly the held-out rows, never an input of the bundle.
+comparison table: a yardstick on exactly the bundle's rows, never an input of the bundle.
 
 A peer file is one of (``evaluate.peer.format``):
 
@@ -9,7 +9,7 @@ A peer file is one of (``evaluate.peer.format``):
   ``hdeval data convert`` reads (a JSON array, row i the data's row i), its predictions under
   ``predict_scores``, as UniEval publishes them; rows get the ids the converter gives.
 
-Every held-out row must have a prediction for every aspect: a missing one is an error naming
+Every row of the run must have a prediction for every aspect: a missing one is an error naming
 the row, never a silent subset.
 """
 
@@ -56,7 +56,7 @@ def peer_scores(peer: pd.DataFrame, ids: pd.Index, path: str | Path) -> pd.DataF
         more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
         shown = ", ".join(missing[:5]) + more
         raise DataValidationError(
-            f"peer file {path} has no prediction for held-out row {shown}: a peer is compared "
+            f"peer file {path} has no prediction for row {shown}: a peer is compared "
             "on exactly the bundle's rows"
         )
     return peer.loc[[str(i) for i in ids]].set_axis(ids)

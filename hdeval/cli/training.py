@@ -76,13 +76,20 @@ def train(
     """Run the pipeline of dvc.yaml in this project directory without DVC: every stage in
     dvc.yaml's order, writing what `dvc repro` writes (work/, models/evaluator, metrics.json,
     results.md, plots/). Answers already in the cache cost no LLM call."""
+    import pandas as pd
+
     from hdeval.data.splitting import load_split
     from hdeval.pipeline.stages import run_stages
+    from hdeval.training.crossfit import outer_folds
     from hdeval.tree.criteria import aspects_tree
 
     config = _params(params)
     # Everything a user can get wrong is checked before the judge loads or is called.
-    load_split(config.data, str(_params_file(params) or "the default params"))
+    train_rows, test_rows = load_split(
+        config.data, str(_params_file(params) or "the default params")
+    )
+    documents = pd.concat([train_rows.samples, test_rows.samples])["doc_id"].to_numpy()
+    outer_folds(documents, config.evaluate.folds, config.hierarchy.seed)
     aspects_tree(config.data)
     until = None if gates else "explain"
     run_stages(Path.cwd(), params, until, config.hierarchy.layers, announce=console.print)
@@ -110,7 +117,7 @@ def estimate_command(
     config = _params(params)
     root, used = Path.cwd(), _params_file(params)
     if used is not None and used.resolve() == (root / "params.yaml").resolve():
-        settled = project_state.labels_settled(root, config.data.label_files())
+        settled = project_state.labels_settled(root, config.data.input_files())
         state = project_state.dvc_state(root, settled)
     else:
         why = "" if used is None else f"{used}, not this project's params.yaml"

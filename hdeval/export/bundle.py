@@ -238,7 +238,11 @@ def export_evaluator(
         unconditioned=selected.feature_set.unconditioned,
         profile=selected.feature_set.profile,
         training_data=train.fingerprint(),
-        metrics={"selection": selected.summary()},
+        metrics={
+            "selection": selected.summary(),
+            "training_rows": len(train),
+            "training_documents": int(train.samples["doc_id"].nunique()),
+        },
         sample=features.to_numpy(dtype=float),
         background=make_background(features),
         score_ranges={a: params.data.ranges()[a] for a in train.aspects},

@@ -14,7 +14,7 @@ from hdeval.params.judge import LLMConfig
 
 class PeerParams(Section):
     """A published evaluator's per-row predictions, compared with the bundle on the same
-    held-out rows (docs/data.md has the file formats). A yardstick only: nothing the bundle is
+    rows (docs/data.md has the file formats). A yardstick only: nothing the bundle is
     trained, selected, tuned or gated on reads it, unless ``acceptance.baselines`` names it."""
 
     name: str = Field("peer", pattern=r"^[a-z][a-z0-9_-]*$")
@@ -34,8 +34,11 @@ class PeerParams(Section):
 
 
 class EvaluateParams(Section):
-    """Held-out agreement of the bundle and every baseline."""
+    """Cross-fitted agreement of the bundle and every baseline on every labelled document."""
 
+    folds: int = Field(5, ge=2)
+    """Outer document-grouped folds: each text is predicted by a model whose whole selection
+    (families, feature set, kind, tuning) saw only the other folds' documents."""
     bootstrap: int = Field(200, ge=0)
     """Document-bootstrap draws for the 95 % CIs (0: none)."""
     peer: PeerParams | None = None

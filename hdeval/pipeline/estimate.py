@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+import pandas as pd
+
 from hdeval import workspace as ws
 from hdeval.baselines.registry import BASELINES, make_scorers, without_likelihood
 from hdeval.data import LabelledData
@@ -134,12 +136,9 @@ def _plan(run: _Run, upper: bool) -> tuple[list[StageCost], list[str]]:
     tree, modes = _layers(run, planner, stages, assumptions, grow_when_unknown=upper)
     evaluate = StageCost("evaluate", run.state.reruns("evaluate"))
     if evaluate.rerun:
-        # in the stage's order: every feature of the final layer, then what the bundle reads
-        # beyond them (a bundle trained on them reads nothing more)
+        # every feature of the final layer for the rows the layers did not score; explain's
+        # bundle then reads a subset of these features, all cached
         planner.count(evaluate, run.scorer(modes).plan(run.test.samples, tree))
-        bundle = run.bundle(tree, retrained_too=False)
-        if bundle is not None:
-            planner.count(evaluate, bundle.scorer.plan(run.test.samples, bundle.tree))
     stages.append(evaluate)
 
     params, problem = run.params, run.judge.likelihood_problem()
@@ -147,8 +146,9 @@ def _plan(run: _Run, upper: bool) -> tuple[list[StageCost], list[str]]:
     baselines = StageCost("baselines", run.state.reruns("baselines"))
     if baselines.rerun:
         kept, _ = without_likelihood([n for n in BASELINES if n != "rouge"], problem)
+        every = pd.concat([run.train.samples, run.test.samples])  # every row of the run
         for baseline in make_scorers(kept, run.judge, task, aspects, names):
-            planner.count(baselines, baseline.plan(run.test.samples))
+            planner.count(baselines, baseline.plan(every))
     stages.append(baselines)
 
     dhp = StageCost("dhp", run.state.reruns("dhp"))
@@ -160,7 +160,7 @@ def _plan(run: _Run, upper: bool) -> tuple[list[StageCost], list[str]]:
             if bundle is not None
             else reads_references(params.hierarchy.families)
         )
-        # the stage's draw; the held-out rows from the split, as prepare may not have run yet
+        # the stage's draw; the rows the tree is not grown on, as prepare may not have run yet
         labels = stage_labels(params.data, reads, held_out=run.test)
         combined = rule_perturbed_samples(labels, params.dhp, reads)
         if bundle is not None:

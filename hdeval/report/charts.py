@@ -39,7 +39,7 @@ def _figure(width: float, height: float):
 
 
 def scatter_chart(predicted: pd.DataFrame, human: pd.DataFrame) -> str:
-    """Predicted against human score per held-out text, one panel per aspect, with the
+    """Predicted against human score per text (cross-fitted), one panel per aspect, with the
     diagonal (a perfect evaluator) and each aspect's dataset-level Pearson r."""
     aspects = list(predicted.columns)
     columns = min(4, len(aspects))

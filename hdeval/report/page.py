@@ -20,6 +20,7 @@ from hdeval.report.results import (
     shipped_note,
     top_readings,
 )
+from hdeval.report.summary import agreement_of, evaluated_on
 
 #: What re-runs a stage that a run skipped (``hdeval train --no-gates`` stops after explain).
 RUN_GATES = (
@@ -79,11 +80,12 @@ def verdict(metrics: Mapping) -> Verdict:
         )
         if (peer.get("paired") or {}).get("n"):
             peer_text += f" on {peer['paired']['n']} texts"
-    average = metrics["held_out"]["hdeval"]["average"]
+    average = agreement_of(metrics)["hdeval"]["average"]
+    read = evaluated_on(metrics)
     if not gates:
         dataset = average["dataset"]
         return Verdict(
-            what="held-out dataset pearson",
+            what=f"{read} dataset pearson",
             bundle=interval(dataset["pearson"], *(dataset.get("pearson_ci") or (None, None))),
             baseline=f"acceptance gates not run ({RUN_GATES})",
             peer=peer_text,
@@ -101,7 +103,7 @@ def verdict(metrics: Mapping) -> Verdict:
             f"difference {paired(against[0] if against else None)}"
         )
     return Verdict(
-        what=f"held-out {level} {correlation}",
+        what=f"{read} {level} {correlation}",
         bundle=interval(**own) if own else "n/a",
         baseline=baseline,
         peer=peer_text,
@@ -148,7 +150,7 @@ def scorers(record: RunRecord) -> dict | None:
             colour = {"bundle": BUNDLE, "baseline": BASELINE, "peer": PEER}.get(role, OTHER)
             points.append(ScorerPoint(label(name, peer), value, low, high, colour))
     header = list(COLUMNS)
-    chart = scorers_chart(points, "held-out dataset Pearson r, averaged over the aspects")
+    chart = scorers_chart(points, "cross-fitted dataset Pearson r, averaged over the aspects")
     return {"header": header, "rows": rows, "chart": chart}
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from hdeval.errors import HDEvalError
+from hdeval.report.summary import agreement_of
 from hdeval.tree.criteria import CriteriaTree
 from hdeval.workspace import (
     BASELINES,
@@ -24,13 +25,15 @@ from hdeval.workspace import (
     LAYERS,
     METRICS,
     PLOTS,
-    PREPARED,
+    ROWS,
+    TUNE,
 )
 
-#: The held-out predictions of the exported bundle (the evaluate stage's).
+#: The cross-fitted predictions of every row (the evaluate stage's).
 PREDICTIONS = EVALUATE / "predictions" / "hdeval.csv"
-#: Each held-out text's explanation: one JSON object a line, ``{"id", "explanation"}``.
-EXPLANATIONS = EVALUATE / "explanations.jsonl"
+#: Each text's explanation of the shipped bundle's score: one JSON object a line,
+#: ``{"id", "explanation"}`` (the explain stage's).
+EXPLANATIONS = EXPLAIN / "explanations.jsonl"
 #: The SHAP charts of the explain stage, per aspect.
 SHAP_CHARTS = PLOTS / "explain"
 
@@ -54,7 +57,7 @@ class RunRecord:
     @property
     def aspects(self) -> list[str]:
         """The human aspects, in the evaluation's order."""
-        return [a for a in self.metrics["held_out"]["hdeval"] if a != "average"]
+        return [a for a in agreement_of(self.metrics)["hdeval"] if a != "average"]
 
     @property
     def bundle(self) -> Path:
@@ -73,7 +76,7 @@ def read_run(root: Path) -> RunRecord:
         layers=_layers(root, list(metrics.get("layers", {}))),
         mean_abs_shap=_table(root / EXPLAIN / "mean_abs_shap.csv"),
         predictions=_table(root / PREDICTIONS),
-        held_out=_held_out(root / PREPARED / "test.jsonl"),
+        held_out=_held_out(root / ROWS),
         explanations=_explanations(root / EXPLANATIONS),
     )
     if "dhp" in metrics:
@@ -93,17 +96,27 @@ def read_run(root: Path) -> RunRecord:
 
 
 def _metrics(root: Path) -> dict:
-    """``metrics.json``, else the evaluate stage's part of it (a run that stopped after it)."""
+    """``metrics.json``, else the evaluate stage's part of it with the train stage's selection
+    (a run that stopped before the report)."""
     for path in (root / METRICS, root / EVALUATE / "metrics.json"):
         if path.is_file():
-            try:
-                return json.loads(path.read_text())
-            except json.JSONDecodeError as exc:
-                raise HDEvalError(f"{path} is not valid JSON: {exc}") from exc
+            metrics = _json(path)
+            selection = root / TUNE / "best_params.json"
+            if "selection" not in metrics and selection.is_file():
+                chosen = _json(selection)
+                metrics["selection"] = {k: v for k, v in chosen.items() if k != "columns"}
+            return metrics
     raise HDEvalError(
         f"{root} holds no run: it has neither {METRICS} nor {EVALUATE / 'metrics.json'} "
         "(run dvc repro or hdeval train there first)"
     )
+
+
+def _json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise HDEvalError(f"{path} is not valid JSON: {exc}") from exc
 
 
 def _layers(root: Path, numbers: list[str]) -> list[dict]:
@@ -124,7 +137,7 @@ def _table(path: Path) -> pd.DataFrame | None:
 
 
 def _held_out(path: Path) -> pd.DataFrame | None:
-    """The held-out rows (id, doc_id, source, output, scores...) indexed by id."""
+    """The run's rows (id, doc_id, source, output, scores...) indexed by id."""
     if not path.is_file():
         return None
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]

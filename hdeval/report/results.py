@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from hdeval.report.summary import agreement_of, evaluated_on
+
 #: Display names of the comparison's entries, in table order (others follow, alphabetically).
 LABELS = {
     "hdeval": "HD-Eval (exported bundle, all configured modes)",
@@ -60,8 +62,9 @@ def run_summary(metrics: Mapping, bundle: str) -> str:
         f"{gate} {'accepted' if v['accepted'] else 'REFUSED'}" for gate, v in verdicts.items()
     )
     return (
-        f"bundle {bundle} ({selection['kind']} on {selection['features']}): held-out "
-        f"{agreement_line(metrics['held_out']['hdeval']['average'])}; gates: {gates or 'none'}; "
+        f"bundle {bundle} ({selection['kind']} on {selection['features']}, fit on every "
+        f"document): {evaluated_on(metrics)} "
+        f"{agreement_line(agreement_of(metrics)['hdeval']['average'])}; gates: {gates or 'none'}; "
         f"report.html shows the run. Next: hdeval score --model {bundle} texts.jsonl "
         "--explain"
     )
@@ -144,7 +147,8 @@ def results_markdown(table: pd.DataFrame, dhp: Mapping[str, Mapping], metrics: M
     tokens = llm.get("tokens", {})
     lines += [
         "",
-        f"Held-out rows: {rows.get('test')} (training rows: {rows.get('train')}); correlations "
+        f"Cross-fitted rows: {rows.get('all')} of {rows.get('documents')} documents, each "
+        "predicted by a model selected and fit without its document; correlations "
         "averaged over the aspects, 95 % CIs from a document bootstrap. DHP: discernment "
         "D = log_0.05(p) with expert weights (>= 1 means discerned at p < 0.05); blank: not "
         "benchmarked (`dhp.baselines`).",
@@ -226,7 +230,7 @@ def layers_markdown(layers: Mapping[str, Mapping]) -> str:
 
 
 def evaluation_plots(predicted: pd.DataFrame, test, layers: list[dict], out: Path) -> None:
-    """DVC plot tables: predicted vs human per held-out row, CV Pearson by layer, importance."""
+    """DVC plot tables: cross-fitted prediction vs human per row, CV r by layer, importance."""
     rows = [
         {
             "aspect": aspect,

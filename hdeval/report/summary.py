@@ -45,7 +45,7 @@ def llm_totals(stages: Mapping[str, Mapping]) -> dict:
 
 
 def peer_summary(verdicts: list[Mapping]) -> dict | None:
-    """The published peer's held-out figure and the bundle's paired difference from it, as the
+    """The published peer's figure and the bundle's paired difference from it, as the
     baseline gate stated them (None without a peer)."""
     figures = next((v["figures"] for v in verdicts if v["gate"] == "baselines"), {})
     name = figures.get("peer")
@@ -74,11 +74,23 @@ def machine() -> dict:
     }
 
 
+def agreement_of(metrics: Mapping) -> Mapping:
+    """Each scorer's agreement with the human scores: cross-fitted over every row, or in a
+    record made before cross-fitting, on its held-out documents only."""
+    return metrics["cross_fitted"] if "cross_fitted" in metrics else metrics["held_out"]
+
+
+def evaluated_on(metrics: Mapping) -> str:
+    """How the record's figures were read: "cross-fitted" or "held-out"."""
+    return "cross-fitted" if "cross_fitted" in metrics else "held-out"
+
+
 def headline(metrics: Mapping) -> dict:
-    """The few numbers ``dvc exp show`` compares across runs (``headline.json``): held-out r of
-    the bundle with its CI and at summary level, its paired gain over the best same-judge
-    baseline, DHP D_min^EW, the gates (1 accepted, 0 refused), rows, LLM calls and minutes."""
-    average = metrics["held_out"]["hdeval"]["average"]
+    """The few numbers ``dvc exp show`` compares across runs (``headline.json``): cross-fitted r
+    of the bundle over every row with its CI and at summary level, its paired gain over the best
+    same-judge baseline, DHP D_min^EW, the gates (1 accepted, 0 refused), rows, LLM calls and
+    minutes."""
+    average = agreement_of(metrics)["hdeval"]["average"]
     dataset, summary = average["dataset"], average["summary"]
     gates = metrics.get("acceptance", {})
     baselines = gates.get("baselines", {})
@@ -115,8 +127,8 @@ def headline(metrics: Mapping) -> dict:
         out["dhp_min_ew"] = rounded(dhp.get("D_min_ew"))
     out.update({f"{gate}_ok": int(v["accepted"]) for gate, v in gates.items()})
     out.update(
-        train_rows=metrics["rows"]["train"],
-        test_rows=metrics["rows"]["test"],
+        rows=metrics["rows"]["all"],
+        documents=metrics["rows"]["documents"],
         llm_calls=llm["llm_calls"],
         minutes=round(llm["seconds"] / 60, 1) if llm.get("seconds") else None,
     )
@@ -134,3 +146,24 @@ def stage_cost(report: Mapping) -> dict:
     """The LLM cost figures of a stage's report, and its time where the report has it."""
     keys = ("llm_calls", "cache_hits", "cache_hit_rate", "tokens", "seconds")
     return {k: report[k] for k in keys if k in report}
+
+
+def standing(paired: Mapping | None) -> str:
+    """"ahead" or "behind" where the paired CI excludes 0, "tied" otherwise ("-": no pair)."""
+    if not paired:
+        return "-"
+    if paired["ci_low"] > 0:
+        return "ahead"
+    return "behind" if paired["ci_high"] < 0 else "tied"
+
+
+def rows_line(metrics: Mapping) -> str:
+    """How many texts the record's figures are read on, and how."""
+    rows = metrics["rows"]
+    if "cross_fitted" not in metrics:
+        return f"{rows['train']} training and {rows['test']} held-out texts (one split)"
+    folds = len(metrics.get("folds") or []) or "?"
+    return (
+        f"{rows['all']} texts of {rows['documents']} documents, cross-fitted over {folds} "
+        f"document folds (the criteria tree grown on {rows['tree_documents']} of them)"
+    )

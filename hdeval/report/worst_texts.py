@@ -1,5 +1,5 @@
-"""The held-out texts the bundle got most wrong: human and predicted scores per aspect, and the
-explanation of each prediction (the evaluate stage's, from the bundle's aggregator)."""
+"""The texts whose cross-fitted predictions were most wrong: human and predicted scores per
+aspect, and the explanation of the shipped bundle's score of each (the explain stage's)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ from hdeval.report.record import RunRecord
 
 
 def human_scores(held_out: pd.DataFrame, aspects: list[str]) -> pd.DataFrame:
-    """The human score of every held-out text per aspect (NaN where a rater gave none)."""
+    """The human score of every text per aspect (NaN where a rater gave none)."""
     rows = held_out["scores"].apply(lambda s: {a: (s or {}).get(a) for a in aspects})
     return pd.DataFrame(rows.tolist(), index=held_out.index, dtype=float)
 
 
 def largest_errors(record: RunRecord, n: int = 10, top: int = 4) -> list[dict] | None:
-    """The ``n`` held-out texts with the largest mean absolute error over the aspects, worst
-    first; None where the run has no held-out predictions."""
+    """The ``n`` texts whose cross-fitted predictions have the largest mean absolute error over
+    the aspects, worst first; None where the run has no predictions."""
     if record.predictions is None or record.held_out is None:
         return None
     aspects = [a for a in record.aspects if a in record.predictions.columns]

@@ -1,5 +1,5 @@
 """Fitting, tuning and checking the aggregator on the final layer's features: model selection
-and the final fit (the ``train`` stage), the ablations and held-out agreement (``evaluate``).
+and the final fit (the ``train`` stage), the ablations and their agreement (``evaluate``).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from hdeval.scoring.columns import (
 )
 from hdeval.scoring.family_columns import family_of
 from hdeval.training.aggregators import averaged_baseline, constraints, make_aggregator
+from hdeval.training.fallback import apply_fallbacks, choose_fallbacks
 from hdeval.training.monotonicity import rising_share
 from hdeval.training.selection import (
     FeatureSet,
@@ -108,10 +109,11 @@ class Selected:
     cv_pearson: float
     rising_limit: float | None = None  # max_rising_share applied, None where the check was off
     family_steps: list[dict] = field(default_factory=list)  # select_families' decisions
+    fallbacks: list[dict] = field(default_factory=list)  # per aspect: model or single column
 
     def summary(self) -> dict:
-        """JSON-ready: the choice, its tuned CV figure, the rising limit applied and the whole
-        CV table."""
+        """JSON-ready: the choice, its tuned CV figure, the rising limit applied, each aspect's
+        single-column fallback and the whole CV table."""
         return {
             "kind": self.kind,
             "params": {k: _jsonable(v) for k, v in self.params.items()},
@@ -123,6 +125,7 @@ class Selected:
             "max_rising_share": self.rising_limit,
             "families": list(self.feature_set.profile.families),
             "family_steps": self.family_steps,
+            "fallbacks": self.fallbacks,
             "cv_table": self.table.to_dict(orient="records"),
         }
 
@@ -142,6 +145,8 @@ def select_and_fit(
     all rows with the tuned parameters, or with the defaults if tuning found nothing better.
     The Optuna study lives in ``work_dir`` (kept across runs), named by the kind and a
     fingerprint of the chosen features, so a killed run resumes with only the missing trials.
+    Last, an aspect whose best single input column beats the aggregator by the same CV is
+    given that column's line (:mod:`hdeval.training.fallback`; linear aggregators).
     """
     from hdeval.training.tuning import cv_score, data_fingerprint, tune
 
@@ -186,9 +191,12 @@ def select_and_fit(
             if _keeps_rising_limit(tuned_model, kind, chosen, search.rising_limit):
                 best, score, model = tuned, tuned_score, tuned_model
     log.info("selected %s on %s (CV Pearson %.3f)", kind, feature_set.name, score)
+    fallbacks = choose_fallbacks(kind, best, chosen, targets, groups, folds, seed)
+    replaced = apply_fallbacks(model, chosen, targets, fallbacks) if kind == "linear" else []
     return Selected(
         model, kind, best, feature_set, feature_set.tree(tree), chosen, table, score,
         rising_limit=search.rising_limit, family_steps=family_steps,
+        fallbacks=[{**f.to_dict(), "applied": f.aspect in replaced} for f in fallbacks],
     )  # fmt: skip
 
 
@@ -213,7 +221,7 @@ def ablation_predictions(
     ranges: dict[str, tuple[float, float]] | None = None,
     nonnegative: bool = False,
 ) -> dict[str, pd.DataFrame]:
-    """Held-out predictions of every ablation (:func:`feature_subsets`) and of averaged scores.
+    """Predictions of ``test_x`` by every ablation (:func:`feature_subsets`) and of averaged scores.
 
     ``hdeval`` (every final-layer column) uses the tuned ``params``, the ablations the
     aggregator's defaults; each under :func:`~hdeval.training.aggregators.constraints` of its own

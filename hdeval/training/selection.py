@@ -10,7 +10,8 @@ CV-best one (or the simplest within ``aggregator.prefer_simpler_within`` of it) 
 shipped. A candidate fit on all training rows that scores texts higher when every criterion score
 falls (:func:`~hdeval.training.monotonicity.rising_share` above ``aggregator.max_rising_share``) is
 not
-shipped. Held-out documents are never seen here.
+shipped. Only the documents of ``features`` are seen here (a cross-fitting fold's training
+documents, or every document for the shipped bundle).
 """
 
 from __future__ import annotations
