@@ -12,6 +12,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
 from hdeval.data.table import MAX_REPORTED_ERRORS, OPTIONAL_COLUMNS, ScoreRange
 from hdeval.errors import ConfigError, DataValidationError
+from hdeval.invalid_unicode import REPLACEMENT, SURROGATE, described, surrogates
 
 # --------------------------------------------------------------------------- validation
 
@@ -20,9 +21,6 @@ MAX_FIELD_CHARS = 1_000_000
 _TEXT_FIELDS = ("id", "doc_id", "system_id", "source", "output", "reference", *OPTIONAL_COLUMNS)
 #: What to do with invalid Unicode in a text (``data.invalid_unicode``).
 InvalidUnicode = Literal["refuse", "replace"]
-#: A lone surrogate: half of a character that JSON's ``\\ud83d`` escapes can spell and no
-#: encoding can write (a text cut inside an emoji, say).
-_SURROGATE = re.compile("[\ud800-\udfff]")
 #: The record key listing the fields whose invalid Unicode was replaced.
 REPLACED = "unicode_replaced"
 
@@ -141,25 +139,25 @@ def _unicode_problems(
 ) -> tuple[dict[str, Any], list[str], list[str]]:
     """(row, errors, fields replaced): lone surrogates in the row's texts are errors
     (``refuse``) or replaced with U+FFFD (``replace``)."""
-    bad = [(name, match) for name, text in _text_fields(raw) if (match := _SURROGATE.search(text))]
+    bad = [(name, found[0][1]) for name, text in _text_fields(raw) if (found := surrogates(text))]
     if not bad:
         return raw, [], []
     if invalid_unicode == "refuse":
         return raw, [_unicode_error(name, match) for name, match in bad], []
-    fixed = {k: _SURROGATE.sub("\ufffd", v) if isinstance(v, str) else v for k, v in raw.items()}
+    fixed = {k: _replaced(v) if isinstance(v, str) else v for k, v in raw.items()}
     if isinstance(raw.get("references"), list):
-        fixed["references"] = [
-            _SURROGATE.sub("\ufffd", r) if isinstance(r, str) else r for r in raw["references"]
-        ]
+        fixed["references"] = [_replaced(r) if isinstance(r, str) else r for r in raw["references"]]
     return fixed, [], [name for name, _ in bad]
+
+
+def _replaced(text: str) -> str:
+    return SURROGATE.sub(REPLACEMENT, text)
 
 
 def _unicode_error(field: str, match: re.Match[str]) -> str:
     return (
-        f"field '{field}': invalid Unicode: lone surrogate U+{ord(match.group()):04X} at "
-        f"character {match.start()} (a text cut inside an emoji or another character); fix "
-        "the text, or replace such code points with U+FFFD and mark the row "
-        "(data.invalid_unicode: replace; hdeval score --invalid-unicode replace)"
+        f"{described(field, match)}; fix the text, or replace such code points with U+FFFD and "
+        "mark the row (data.invalid_unicode: replace; hdeval score --invalid-unicode replace)"
     )
 
 

@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from hdeval.errors import ConfigError
+from hdeval.errors import ConfigError, HDEvalError
+from hdeval.invalid_unicode import unicode_problems
 from hdeval.llm.cache import ResultCache, cache_key
 from hdeval.llm.digits import DEFAULT_MIN_MASS
 from hdeval.llm.types import DigitScore, LLMBackend, LogLikelihood, TokenCounts
@@ -183,13 +184,16 @@ class CachedJudge:
     def reply(self, kind: str, prompt: str, max_new_tokens: int, *key_parts: object) -> str:
         """The judge's greedy reply to ``prompt``: cached raw text under ``kind``.
 
-        ``key_parts`` (a template version, say) join the prompt in the key.
+        ``key_parts`` (a template version, say) join the prompt in the key. A reply holding
+        invalid Unicode (:mod:`hdeval.invalid_unicode`) is refused, and not cached.
         """
         key = self.key(kind, *key_parts, prompt)
         hit = self.cache.get(key)
         if hit is not None:
             return hit["reply"]
         reply = self.backend.generate(prompt, max_new_tokens)
+        if problem := unicode_problems(reply):
+            raise HDEvalError(f"the reply of the judge {self.identity} is not text: {problem}")
         self.cache.put(kind, key, {"reply": reply})
         return reply
 
