@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -99,18 +100,28 @@ def _check_score(aspect: str, value: Any, score_range: ScoreRange) -> str | None
     return None
 
 
+def _invisible(char: str) -> bool:
+    """Whether ``char`` shows nothing: white space, a control or a format character (a
+    zero-width space, a joiner, a byte-order mark, a soft hyphen)."""
+    return char.isspace() or unicodedata.category(char) in ("Cc", "Cf", "Zs", "Zl", "Zp")
+
+
 def _blank_errors(raw: Mapping[str, Any]) -> list[str]:
-    """Empty or whitespace-only texts (checked even when other fields have type errors)."""
+    """Texts that are empty or show nothing (white space, zero-width characters), and texts
+    holding a NUL character (checked even when other fields have type errors)."""
     errors = []
-    for field in ("id", "doc_id", "source", "output", *OPTIONAL_COLUMNS):
-        value = raw.get(field)
-        if isinstance(value, str) and not value.strip():
-            errors.append(f"field '{field}': must not be empty or whitespace only")
-    references = raw.get("references")
-    if isinstance(references, list):
-        for i, ref in enumerate(references):
-            if isinstance(ref, str) and not ref.strip():
-                errors.append(f"field 'references[{i}]': must not be empty or whitespace only")
+    blank = {"id", "doc_id", "source", "output", *OPTIONAL_COLUMNS}
+    for field, value in _text_fields(raw):
+        if (field in blank or field.startswith("references[")) and all(map(_invisible, value)):
+            errors.append(
+                f"field '{field}': must not be empty or whitespace only (invisible characters "
+                "such as U+200B count)"
+            )
+        elif "\0" in value:
+            errors.append(
+                f"field '{field}': holds a NUL character (U+0000) at character "
+                f"{value.index(chr(0))}: not text"
+            )
     return errors
 
 
