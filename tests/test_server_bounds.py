@@ -11,7 +11,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -20,39 +20,20 @@ from hdeval.llm import server_context
 from hdeval.llm.openai_compat import OpenAICompatibleBackend
 from hdeval.llm.server_context import ServerTokens
 from tests.test_openai_faults import _completion, _peaked
+from tests.test_openai_likelihood import EchoServer
 
 TIMEOUT = 3.0
 
 
-class ScriptedServer:
+class ScriptedServer(EchoServer):
     """``GET /models`` answers; each POST path does what ``script`` says: ``ok``, ``503-once``
     (503, then ``ok``), ``trickle-headers`` or ``trickle-body`` (a byte every 0.1 s for 8 s,
     never a whole reply), ``silent`` (reads the request, never answers)."""
 
     def __init__(self, script: dict[str, str]) -> None:
+        super().__init__()
         self.script = script
-        self.hits: Counter[str] = Counter()
         self.stop = threading.Event()
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                owner.send(self, {"object": "list", "data": [{"id": "m"}]})
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                owner.hits[self.path] += 1
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                    owner.route(self, body)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
     def answer(self, path: str, body: dict) -> dict:
         if path == "/v1/chat/completions":
@@ -63,15 +44,6 @@ class ScriptedServer:
             rendered = "<s>" + "".join(m["content"] for m in body["messages"]) + "</s>"
             return {"prompt": rendered}
         return {}
-
-    @staticmethod
-    def send(handler: BaseHTTPRequestHandler, payload: dict, status: int = 200) -> None:
-        data = json.dumps(payload).encode()
-        handler.send_response(status)
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Content-Length", str(len(data)))
-        handler.end_headers()
-        handler.wfile.write(data)
 
     def trickle(self, handler: BaseHTTPRequestHandler, data: bytes) -> None:
         for i in range(80):
@@ -84,10 +56,10 @@ class ScriptedServer:
     def route(self, handler: BaseHTTPRequestHandler, body: dict) -> None:
         path = handler.path
         mode = self.script.get(path, "missing")
-        if mode == "503-once" and self.hits[path] == 1:
-            self.send(handler, {"error": {"message": "busy"}}, 503)
+        if mode == "503-once" and self.hits["POST " + path] == 1:
+            self.send(handler, 503, {"error": {"message": "busy"}})
         elif mode in ("ok", "503-once"):
-            self.send(handler, self.answer(path, body))
+            self.send(handler, 200, self.answer(path, body))
         elif mode == "trickle-headers":
             head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 999"
             self.trickle(handler, head)
@@ -101,16 +73,11 @@ class ScriptedServer:
             self.stop.wait(30)
             handler.close_connection = True
         else:
-            self.send(handler, {"error": {"message": "Not Found"}}, 404)
-
-    def __enter__(self) -> ScriptedServer:
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        return self
+            self.send(handler, 404, {"error": {"message": "Not Found"}})
 
     def __exit__(self, *exc: object) -> None:
         self.stop.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__exit__(*exc)
 
 
 @contextlib.contextmanager
@@ -119,7 +86,7 @@ def judge(script: dict[str, str], **options: object) -> Iterator[OpenAICompatibl
         ScriptedServer(script) as server,
         OpenAICompatibleBackend(
             server.base_url,
-            model="m",
+            model="echo",
             api_key_env="HDEVAL_TEST_UNSET_KEY",
             timeout=TIMEOUT,
             max_retries=2,
@@ -138,8 +105,8 @@ def test_one_503_from_tokenize_or_the_chat_template_is_retried() -> None:
         assert backend.tokenize("abc") == [97, 98, 99]
         assert not backend._tokens.by_bytes
         assert backend._frame_problem() is None and backend._chat_frame == ("<s>", "</s>")
-        assert backend.hits["/tokenize"] == 3  # the probe twice, then "abc"
-        assert backend.hits["/apply-template"] == 2
+        assert backend.hits["POST /tokenize"] == 3  # the probe twice, then "abc"
+        assert backend.hits["POST /apply-template"] == 2
         assert not backend.breaker.tripped
 
 
