@@ -18,10 +18,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hdeval.cli.score_output import content_sha256, params_sha256
 from hdeval.errors import HDEvalError
 from hdeval.export.bundle import card_sha256, export_bundle
-from hdeval.params import TaskSpec
+from hdeval.params import TaskSpec, load_params
 from hdeval.scoring.columns import check_failed_shares, feature_columns
+from hdeval.scoring.run import Sample
 from hdeval.training.aggregators import make_aggregator
 from hdeval.tree.criteria import CriteriaTree, Criterion
 
@@ -180,11 +182,22 @@ def test_score_out_checked_before_scoring(project):
     assert (project / "other.jsonl").read_text() == other
 
 
-def scored(project: Path, row_id: str, scores: dict, bundle: str = "bundle") -> dict:
-    """A row of ``hdeval score`` output, as ``bundle`` (a directory in ``project``) wrote it."""
+def scored(
+    project: Path, row_id: str, scores: dict, bundle: str = "bundle", explain: bool = False
+) -> dict:
+    """A row of ``hdeval score`` output, as ``bundle`` (a directory in ``project``) wrote it,
+    with the hashes of its text in ``in.jsonl`` and of the params of a run with ``explain``."""
     card = json.loads((project / bundle / "card.json").read_text())
     origin = {"path": bundle, "card_sha256": card["card_sha256"]}
-    return {"id": row_id, "scores": scores, "criteria": {}, "bundle": origin, "judge": "j"}
+    rows = [json.loads(line) for line in (project / "in.jsonl").read_text().splitlines()]
+    (text,) = (Sample(r["id"], r["doc_id"], r["source"], r["output"]) for r in rows
+               if r["id"] == row_id)  # fmt: skip
+    hashes = {
+        "content_sha256": content_sha256(text),
+        "params_sha256": params_sha256(load_params(project / "params.yaml").llm, "refuse", explain),
+    }
+    row = {"id": row_id, "scores": scores, "criteria": {}, "bundle": origin, "judge": "j"}
+    return {**row, **hashes}
 
 
 def test_resume_refuses_a_file_another_bundle_wrote(project):
@@ -211,8 +224,8 @@ def test_resume_refuses_a_file_another_bundle_wrote(project):
 
 def test_resume_of_a_finished_file_loads_no_judge(project):
     """Every row already scored: nothing to do, and the (missing) judge is never opened."""
-    row = scored(project, "t0", {"coherence": 3.0, "fluency": 4.0})
-    done_rows = json.dumps(row) + "\n" + json.dumps({**row, "id": "t1"}) + "\n"
+    rows = [scored(project, f"t{i}", {"coherence": 3.0, "fluency": 4.0}) for i in range(2)]
+    done_rows = "".join(json.dumps(row) + "\n" for row in rows)
     (project / "out.jsonl").write_text(done_rows + '{"id": "t')  # cut off by a kill
     done = run(
         ["score", "in.jsonl", "--model", "bundle", "--out", "out.jsonl", "--resume"], project
@@ -232,8 +245,34 @@ def test_resume_scores_again_a_row_left_without_a_score(project):
         ["score", "in.jsonl", "--model", "bundle", "--out", "out.jsonl", "--resume"], project
     )
     assert done.returncode == 2 and "model_path" in done.stderr, done.stderr[-2000:]
-    assert "1 rows kept, 1 to score" in done.stderr
+    assert "1 rows kept, 1 re-scored (left without a score), 0 new" in done.stderr
     assert (project / "out.jsonl").read_text() == written
+
+
+def test_resume_scores_again_a_row_whose_text_or_params_changed(project):
+    """A kept row must be of the same text (id, source, output...) and the same score-changing
+    params as this run's: another is queued again, and the summary says why."""
+    rows = [scored(project, f"t{i}", {"coherence": 3.0, "fluency": 4.0}) for i in range(2)]
+    (project / "out.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    texts(project / "in.jsonl", n=3)
+    edited = (project / "in.jsonl").read_text().replace("Cat 1.", "Dog 1.")
+    (project / "in.jsonl").write_text(edited)
+    args = ["score", "in.jsonl", "--model", "bundle", "--out", "out.jsonl", "--resume"]
+    done = run(args, project)
+    assert done.returncode == 2 and "model_path" in done.stderr, done.stderr[-2000:]
+    assert "1 rows kept, 1 re-scored (content changed), 1 new" in done.stderr
+    texts(project / "in.jsonl", n=3)
+    done = run([*args, "--explain"], project)
+    assert "0 rows kept, 2 re-scored (params changed), 1 new" in done.stderr
+    for edit in ("max_context: 512", "min_digit_mass: 0.6"):
+        (project / "params.yaml").write_text(NO_JUDGE + f"  {edit}\n")
+        done = run(args, project)
+        assert "0 rows kept, 2 re-scored (params changed), 1 new" in done.stderr, edit
+    (project / "params.yaml").write_text(NO_JUDGE)
+    old = {k: v for k, v in rows[0].items() if not k.endswith("_sha256")}
+    (project / "out.jsonl").write_text(json.dumps(old) + "\n")
+    done = run(args, project)
+    assert "0 rows kept, 1 re-scored (no content hash), 2 new" in done.stderr
 
 
 def test_missing_params_file_and_bad_params_values(project):

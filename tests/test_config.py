@@ -136,6 +136,11 @@ def test_quantize_is_checked_against_backend_dtype_and_device(tmp_path: Path) ->
         ("https://only-user@host/v1", "user:password@"),
         ("https://host/v1?api_key=k3y&model=m", "?api_key="),
         ("https://host/v1#access_token=abcd", "#access_token="),
+        ("https://host/v1/sk-proj-Ab12Cd34/chat", "a key-like path segment"),
+        ("https://host/v1?model=m;api_key=k3y", "?api_key="),
+        ("https://host/v1;token=abcd", ";token="),
+        ("https://host/v1#sk-ant-abcd", "a key-like value after '#'"),
+        ("https://host/v1?q=" + "aB3" * 11, "a key-like value after '?'"),
     ],
 )
 def test_credentials_in_the_base_url_are_refused_pointing_to_api_key_env(
@@ -146,11 +151,17 @@ def test_credentials_in_the_base_url_are_refused_pointing_to_api_key_env(
         _load(tmp_path, {"backend": "openai", "base_url": url, "model": "m"})
     message = str(caught.value)
     assert f"llm.base_url: holds credentials ({named}" in message and "llm.api_key_env" in message
-    for secret in ("s3cret", "k3y", "abcd"):
+    for secret in ("s3cret", "k3y", "abcd", "Ab12Cd34", "aB3aB3"):
         assert secret not in message
     decomposer = {"hierarchy": {"decomposer": {"backend": "openai", "base_url": url, "model": "m"}}}
     path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump(decomposer))
     with pytest.raises(ConfigError, match=r"hierarchy\.decomposer\.base_url: holds credentials"):
         load_params(path)
-    assert _load(tmp_path, {"backend": "openai", "base_url": "https://h/v1?m=1", "model": "m"})
+    for fine in (
+        "https://h/v1?m=1",
+        "https://gateway.ai.cloudflare.com/v1/0123456789abcdef0123456789abcdef/gw/openai",
+        "https://x.openai.azure.com/openai/deployments/gpt-4o-mini;v=2",
+        "http://127.0.0.1:8000/v1#part",
+    ):
+        assert _load(tmp_path, {"backend": "openai", "base_url": fine, "model": "m"}), fine

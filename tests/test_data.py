@@ -388,6 +388,28 @@ def test_blank_text_is_reported_alongside_type_errors(tmp_path: Path) -> None:
         assert f"line 1 (id 'a'): field {field}" in message
 
 
+def test_invisible_only_or_nul_holding_text_is_refused_naming_the_row(tmp_path: Path) -> None:
+    """A text of zero-width characters shows nothing, and NUL is no text: both are refused."""
+    path = tmp_path / "l.jsonl"
+    rows = [
+        row("a", output="\u200b\u200d\ufeff \u2060"),
+        row("b", output="Fine\u0000 text."),
+        row("c", output="Fine\u200b text."),
+        row("d", source="\u00ad\n", references=["\u200c"]),
+    ]
+    path.write_bytes(jsonl(*rows))
+    message = load_error(path)
+    assert "4 problems" in message
+    invisible = "must not be empty or whitespace only (invisible characters such as U+200B count)"
+    assert f"line 1 (id 'a'): field 'output': {invisible}" in message
+    assert (
+        "line 2 (id 'b'): field 'output': holds a NUL character (U+0000) at character 4" in message
+    )
+    assert "line 3" not in message
+    assert f"line 4 (id 'd'): field 'source': {invisible}" in message
+    assert f"line 4 (id 'd'): field 'references[0]': {invisible}" in message
+
+
 def test_error_list_is_capped_with_a_count_of_the_rest(tmp_path: Path) -> None:
     path = tmp_path / "l.jsonl"
     path.write_bytes(jsonl(*[row(f"r{i}", source=" ") for i in range(25)]))

@@ -24,10 +24,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from hdeval.errors import UnsupportedError
+from hdeval.llm.cache import ResultCache
 from hdeval.llm.echo import Echo, EchoError, continuation_loglikelihood, echo_problem
+from hdeval.llm.judge import CachedJudge
 from hdeval.llm.openai_compat import OpenAICompatibleBackend
 from hdeval.llm.server_likelihood import PROBE_TEXT
 from hdeval.llm.types import LogLikelihood
+from hdeval.llm.validity import readable_likelihood
 
 # Qwen2.5's chat frame around a user message, as the local backend renders it.
 HEAD = (
@@ -58,9 +61,13 @@ def next_token(prompt: str) -> str:
 class EchoServer:
     """A threaded HTTP server speaking just enough of ``/v1/completions``."""
 
-    def __init__(self, frame: str | None = "apply-template", shifted: bool = False) -> None:
+    def __init__(
+        self, frame: str | None = "apply-template", shifted: bool = False, short: str = ""
+    ) -> None:
         self.frame = frame
         self.shifted = shifted
+        self.short = short  # a prompt ending with it is echoed without its last token
+        self.usage = True  # whether replies count their tokens
         self.hits: Counter[str] = Counter()
         self.prompts: list[str] = []
         self.lock = threading.Lock()
@@ -136,6 +143,9 @@ class EchoServer:
         else:
             shown, values, start = [*tokens, new], [*values, new_value], 0
         offsets = list(itertools.accumulate((len(t) for t in shown[:-1]), initial=start))
+        if self.short and prompt.endswith(self.short) and body.get("echo"):
+            cut = len(tokens) - 1  # the last prompt token, echoed by no one
+            shown, values, offsets = (x[:cut] + x[cut + 1 :] for x in (shown, values, offsets))
         choice = {
             "index": 0,
             "text": (prompt if body.get("echo") else "") + new,
@@ -144,7 +154,9 @@ class EchoServer:
         }
         usage = {"prompt_tokens": len(tokens), "completion_tokens": 1}
         reply = {"id": "cmpl", "object": "text_completion", "created": 0, "model": "echo"}
-        self.send(handler, 200, {**reply, "choices": [choice], "usage": usage})
+        if self.usage:
+            reply["usage"] = usage
+        self.send(handler, 200, {**reply, "choices": [choice]})
 
     def __enter__(self) -> EchoServer:
         self.thread.start()
@@ -240,6 +252,26 @@ def test_a_prompt_longer_than_the_context_is_that_items_failure() -> None:
     assert short.ok and short.n_tokens > 0
 
 
+@pytest.mark.parametrize("usage", [True, False])
+def test_an_echo_of_fewer_tokens_than_sent_is_a_failure_never_cached(tmp_path, usage) -> None:
+    """An echo that leaves out a continuation token (its usage counts it; or, without usage, the
+    echo stops short of the prompt's end) is that item's failure, not a shorter likelihood."""
+    segments, items = (
+        ["Article:\nThe cat sat.\n\n"],
+        {"ok": ("q\n", "Good."), "cut": ("q\n", "Bad.")},
+    )
+    with judge(short="Bad.") as (backend, server):
+        if not usage:
+            server.usage = False
+        cached = CachedJudge(backend, ResultCache(tmp_path / "cache.sqlite"))
+        answers = cached.loglikelihoods(segments, items)
+    assert answers.results["ok"].n_tokens == 2 and "cut" not in answers.results
+    expected = "1 token log-probabilities for the 2 tokens sent" if usage else "for the 2 tokens"
+    assert expected in answers.failures["cut"]
+    assert cached.cache.get("cut") is None and "cut" in cached.cache.failures()
+    assert cached.cache.get("ok") is not None
+
+
 def test_empty_continuation_is_refused() -> None:
     with judge() as (backend, _), pytest.raises(ValueError, match="empty continuation"):
         backend.loglikelihoods(["x\n"], [("q\n", "")])
@@ -278,6 +310,6 @@ def test_an_impossible_echoed_log_probability_is_refused() -> None:
     with pytest.raises(EchoError, match="impossible log-probabilities"):
         continuation_loglikelihood(_echo(["a", " bc", "d"], [None, 0.7, -2.0]), 1, 4)
     # nor is one cached before hdeval checked: it is asked again
-    assert LogLikelihood.readable({"tokens": [-1.0, -0.2]})
+    assert readable_likelihood({"tokens": [-1.0, -0.2]})
     for tokens in ([-1.0, 0.7], [float("nan")], [], None):
-        assert not LogLikelihood.readable({"tokens": tokens})
+        assert not readable_likelihood({"tokens": tokens})

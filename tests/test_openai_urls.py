@@ -32,6 +32,13 @@ from tests.test_openai_faults import KEY_ENV, SECRET, FaultServer
         ),
         ("https://h/v1?x-api-key=abc&keep=1&flag", "https://h/v1?x-api-key=***&keep=1&flag"),
         ("http://[::1/v1", "http://[::1/v1"),  # malformed: returned without user info
+        ("https://h/v1/sk-proj-Ab12Cd34/x", "https://h/v1/***/x"),  # a key as a path segment
+        ("https://h/v1;token=abcd/x?m=1;api_key=k3y", "https://h/v1;token=***/x?m=1;api_key=***"),
+        ("https://h/v1#sk-ant-abcd", "https://h/v1#***"),
+        (
+            "h/v1/models/0123456789abcdef0123456789abcdef",
+            "h/v1/models/0123456789abcdef0123456789abcdef",
+        ),
     ],
 )
 def test_scrub_url(url: str, scrubbed: str) -> None:
@@ -49,6 +56,13 @@ def test_url_secrets_cover_every_form_of_the_credentials() -> None:
     for secret in secrets:
         assert secret not in masked
     assert masked.startswith("GET http://***@host/v1?token=***&x=1 failed")
+
+
+def test_keys_anywhere_in_the_url_are_secrets() -> None:
+    url = "https://h/v1/sk-proj-Ab12Cd34;key=pa%2Fth?m=1;token=t0ken#hf_abcdef"
+    assert set(url_secrets(url)) == {"sk-proj-Ab12Cd34", "pa%2Fth", "pa/th", "t0ken", "hf_abcdef"}
+    masked = mask_secrets(f"GET {url} failed", url_secrets(url))
+    assert masked == "GET https://h/v1/***;key=***?m=1;token=***#*** failed"
 
 
 def test_short_values_are_not_masked_in_free_text() -> None:

@@ -170,7 +170,7 @@ def test_killed_score_keeps_its_rows_and_resume_finishes(embedded_project, tmp_p
     refused(run(args, tmp_path, cache), "already exists; pass --resume")
     done = run([*args, "--resume"], tmp_path, cache)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert f"{len(kept)} rows kept, {len(ids) - len(kept)} to score" in done.stderr
+    assert f"{len(kept)} rows kept, 0 re-scored, {len(ids) - len(kept)} new" in done.stderr
     rows = rows_of(tmp_path / "out.jsonl")
     assert [r["id"] for r in rows] == ids
     assert rows[: len(kept)] == kept

@@ -3,10 +3,13 @@
 Each finished row is appended to the JSON Lines file and flushed to disk at once, so a run that
 is killed keeps every row it finished. Each row names the bundle and the judge that scored it.
 ``--resume`` continues such a file: its complete rows with every aspect scored are kept and
-skipped, a row cut off by the kill or left without a score is scored again. A file written by
-another bundle or judge is refused (one file never mixes two evaluators' scores), and it is
-left as it is until the judge is known to be the same. An existing file is never overwritten,
-and an output path that is one of the command's inputs is refused.
+skipped, a row cut off by the kill or left without a score is scored again. Each row carries the
+sha256 of what was scored (:func:`content_sha256`: id, document, source, text, references) and
+of the parameters that change a score (:func:`params_sha256`); a row whose text or parameters
+differ from this run's is scored again too. A file written by another bundle or judge is refused
+(one file never mixes two evaluators' scores), and it is left as it is until the judge is known
+to be the same. An existing file is never overwritten, and an output path that is one of the
+command's inputs is refused.
 """
 
 from __future__ import annotations
@@ -14,12 +17,24 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO
 
 from hdeval.errors import ConfigError
+from hdeval.llm.cache import cache_key
+from hdeval.params import LLMConfig
 from hdeval.paths import write_text_atomic
+from hdeval.scoring.run import Sample
+
+#: Why a row of a resumed file is scored again.
+UNHASHED = "no content hash"
+UNSCORED, CONTENT_CHANGED, PARAMS_CHANGED = (
+    "left without a score",
+    "content changed",
+    "params changed",
+)
 
 
 def check_out_path(out: Path, inputs: Iterable[Path | None], option: str = "--out") -> None:
@@ -43,6 +58,26 @@ def _complete(row: object) -> bool:
     return isinstance(scores, dict) and bool(scores) and None not in scores.values()
 
 
+def content_sha256(sample: Sample) -> str:
+    """The sha256 of everything of ``sample`` that is scored."""
+    return cache_key("score-row", sample.id, sample.doc_id, sample.source, sample.output,
+                     list(sample.references))  # fmt: skip
+
+
+def params_sha256(llm: LLMConfig, invalid_unicode: str, explain: bool) -> str:
+    """The sha256 of the parameters that change a row's scores, other than the bundle and the
+    judge (each row names those, and a file of another is refused)."""
+    return cache_key(
+        "score-params",
+        {
+            "llm.max_context": llm.max_context,
+            "llm.min_digit_mass": llm.min_digit_mass,
+            "invalid_unicode": invalid_unicode,
+            "explain": explain,
+        },
+    )
+
+
 def bundle_record(path: Path, card: dict) -> dict[str, str]:
     """How a row names the bundle that scored it: the path given and the card's hash."""
     return {"path": str(path), "card_sha256": card["card_sha256"]}
@@ -59,15 +94,23 @@ class ScoreWriter:
 
     ``bundle`` (:func:`bundle_record`) is what scores this run: with ``resume`` every kept row
     must name the same bundle, and, checked by :meth:`begin` once the judge is loaded, the same
-    judge."""
+    judge. ``contents`` maps each input id to its :func:`content_sha256`, ``params`` is this
+    run's :func:`params_sha256`: a kept row must carry both (:meth:`hashes`)."""
 
     def __init__(
-        self, out: Path | None, ids: Iterable[str], bundle: dict, resume: bool = False
+        self,
+        out: Path | None,
+        contents: Mapping[str, str],
+        bundle: dict,
+        resume: bool = False,
+        params: str = "",
     ) -> None:
         self.out = out
         self.bundle = bundle
+        self.contents, self.params = contents, params
         self.judge: str | None = None
         self.done: set[str] = set()
+        self.again: dict[str, str] = {}  # id -> why a row of the file is scored again
         self.written = 0
         self._kept: list[tuple[str, dict]] = []
         self._resuming = False
@@ -85,7 +128,35 @@ class ScoreWriter:
             )
         self._resuming = existing
         if existing:
-            self._read(out, set(ids))
+            self._read(out, set(contents))
+
+    @property
+    def resuming(self) -> bool:
+        """Whether this run continues an existing file."""
+        return self._resuming
+
+    def hashes(self, row_id: str) -> dict[str, str]:
+        """What a row of ``row_id`` carries to be kept by a later ``--resume``."""
+        return {"content_sha256": self.contents[row_id], "params_sha256": self.params}
+
+    def summary(self, todo: int) -> str:
+        """How much of the resumed file is kept, scored again and why, and how much is new."""
+        why = Counter(self.again.values())
+        reasons = ", ".join(
+            reason if len(why) == 1 else f"{n} {reason}" for reason, n in why.most_common()
+        )
+        again = f"{len(self.again)} re-scored" + (f" ({reasons})" if reasons else "")
+        return f"{len(self.done)} rows kept, {again}, {todo - len(self.again)} new"
+
+    def _why_again(self, row: dict) -> str | None:
+        """Why a complete row of the file is not this run's (another text, other params)."""
+        if "content_sha256" not in row:
+            return UNHASHED
+        if row.get("content_sha256") != self.contents[row["id"]]:
+            return CONTENT_CHANGED
+        if row.get("params_sha256") != self.params:
+            return PARAMS_CHANGED
+        return None
 
     def _read(self, out: Path, ids: set[str]) -> None:
         """Find the complete, fully scored rows of ``out``; refuse a file of another run or
@@ -114,9 +185,15 @@ class ScoreWriter:
                     f"run scores with {_named(self.bundle)}: one file would mix two evaluators' "
                     "scores; not resuming it (write to another --out)"
                 )
-            if _complete(row) and row_id not in self.done:
+            if row_id in self.done:
+                continue
+            why = self._why_again(row) if _complete(row) else UNSCORED
+            if why is None:
                 self.done.add(row_id)
                 self._kept.append((line + "\n", row))
+                self.again.pop(row_id, None)
+            else:
+                self.again.setdefault(row_id, why)
 
     def begin(self, judge: str | None) -> None:
         """Refuse a resumed file whose kept rows another ``judge`` scored (None: no text is left

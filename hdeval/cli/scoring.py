@@ -75,7 +75,13 @@ def score(
     """
     from tqdm.auto import tqdm
 
-    from hdeval.cli.score_output import ScoreWriter, bundle_record, check_out_path
+    from hdeval.cli.score_output import (
+        ScoreWriter,
+        bundle_record,
+        check_out_path,
+        content_sha256,
+        params_sha256,
+    )
     from hdeval.data import load_texts
     from hdeval.errors import JudgeUnavailableError
     from hdeval.export.evaluator import Evaluator, check_references, open_bundle
@@ -84,20 +90,23 @@ def score(
 
     # Everything a user can get wrong is checked before the judge loads or is called.
     config = _params(params)
-    texts = load_texts(
-        inputs,
-        max_field_chars or config.data.max_field_chars,
-        invalid_unicode or config.data.invalid_unicode,
-    )
+    mode = invalid_unicode or config.data.invalid_unicode
+    texts = load_texts(inputs, max_field_chars or config.data.max_field_chars, mode)
     samples = samples_of(texts.samples)
     bundle = open_bundle(model)
     check_references(bundle.path, bundle.card, samples)
     if out is not None:
         check_out_path(out, [inputs, model, _params_file(params)])
-    writer = ScoreWriter(out, [s.id for s in samples], bundle_record(model, bundle.card), resume)
+    writer = ScoreWriter(
+        out,
+        {s.id: content_sha256(s) for s in samples},
+        bundle_record(model, bundle.card),
+        resume,
+        params_sha256(config.llm, mode, explain),
+    )
     todo = [s for s in samples if s.id not in writer.done]
-    if writer.done:
-        console.print(f"resuming {out}: {len(writer.done)} rows kept, {len(todo)} to score")
+    if writer.resuming:
+        console.print(f"resuming {out}: {writer.summary(len(todo))}", soft_wrap=True)
     strict = strict_precision or config.llm.strict_precision
     unscored, truncated = 0, 0
     try:
@@ -108,7 +117,7 @@ def score(
         with tqdm(total=len(todo), desc="scoring", unit="text") as bar:
             for sample in todo:  # each row is on disk as soon as it is scored
                 rows = _score_rows(evaluator, [sample], explain, texts.replaced, origin)
-                writer.write(rows)
+                writer.write([{**row, **writer.hashes(row["id"])} for row in rows])
                 unscored += sum(None in row["scores"].values() for row in rows)
                 truncated += sum(row["truncated"] for row in rows)
                 bar.update(len(rows))

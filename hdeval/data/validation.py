@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -12,6 +13,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
 from hdeval.data.table import MAX_REPORTED_ERRORS, OPTIONAL_COLUMNS, ScoreRange
 from hdeval.errors import ConfigError, DataValidationError
+from hdeval.invalid_unicode import REPLACEMENT, SURROGATE, described, surrogates
 
 # --------------------------------------------------------------------------- validation
 
@@ -20,9 +22,6 @@ MAX_FIELD_CHARS = 1_000_000
 _TEXT_FIELDS = ("id", "doc_id", "system_id", "source", "output", "reference", *OPTIONAL_COLUMNS)
 #: What to do with invalid Unicode in a text (``data.invalid_unicode``).
 InvalidUnicode = Literal["refuse", "replace"]
-#: A lone surrogate: half of a character that JSON's ``\\ud83d`` escapes can spell and no
-#: encoding can write (a text cut inside an emoji, say).
-_SURROGATE = re.compile("[\ud800-\udfff]")
 #: The record key listing the fields whose invalid Unicode was replaced.
 REPLACED = "unicode_replaced"
 
@@ -101,18 +100,28 @@ def _check_score(aspect: str, value: Any, score_range: ScoreRange) -> str | None
     return None
 
 
+def _invisible(char: str) -> bool:
+    """Whether ``char`` shows nothing: white space, a control or a format character (a
+    zero-width space, a joiner, a byte-order mark, a soft hyphen)."""
+    return char.isspace() or unicodedata.category(char) in ("Cc", "Cf", "Zs", "Zl", "Zp")
+
+
 def _blank_errors(raw: Mapping[str, Any]) -> list[str]:
-    """Empty or whitespace-only texts (checked even when other fields have type errors)."""
+    """Texts that are empty or show nothing (white space, zero-width characters), and texts
+    holding a NUL character (checked even when other fields have type errors)."""
     errors = []
-    for field in ("id", "doc_id", "source", "output", *OPTIONAL_COLUMNS):
-        value = raw.get(field)
-        if isinstance(value, str) and not value.strip():
-            errors.append(f"field '{field}': must not be empty or whitespace only")
-    references = raw.get("references")
-    if isinstance(references, list):
-        for i, ref in enumerate(references):
-            if isinstance(ref, str) and not ref.strip():
-                errors.append(f"field 'references[{i}]': must not be empty or whitespace only")
+    blank = {"id", "doc_id", "source", "output", *OPTIONAL_COLUMNS}
+    for field, value in _text_fields(raw):
+        if (field in blank or field.startswith("references[")) and all(map(_invisible, value)):
+            errors.append(
+                f"field '{field}': must not be empty or whitespace only (invisible characters "
+                "such as U+200B count)"
+            )
+        elif "\0" in value:
+            errors.append(
+                f"field '{field}': holds a NUL character (U+0000) at character "
+                f"{value.index(chr(0))}: not text"
+            )
     return errors
 
 
@@ -141,25 +150,25 @@ def _unicode_problems(
 ) -> tuple[dict[str, Any], list[str], list[str]]:
     """(row, errors, fields replaced): lone surrogates in the row's texts are errors
     (``refuse``) or replaced with U+FFFD (``replace``)."""
-    bad = [(name, match) for name, text in _text_fields(raw) if (match := _SURROGATE.search(text))]
+    bad = [(name, found[0][1]) for name, text in _text_fields(raw) if (found := surrogates(text))]
     if not bad:
         return raw, [], []
     if invalid_unicode == "refuse":
         return raw, [_unicode_error(name, match) for name, match in bad], []
-    fixed = {k: _SURROGATE.sub("\ufffd", v) if isinstance(v, str) else v for k, v in raw.items()}
+    fixed = {k: _replaced(v) if isinstance(v, str) else v for k, v in raw.items()}
     if isinstance(raw.get("references"), list):
-        fixed["references"] = [
-            _SURROGATE.sub("\ufffd", r) if isinstance(r, str) else r for r in raw["references"]
-        ]
+        fixed["references"] = [_replaced(r) if isinstance(r, str) else r for r in raw["references"]]
     return fixed, [], [name for name, _ in bad]
+
+
+def _replaced(text: str) -> str:
+    return SURROGATE.sub(REPLACEMENT, text)
 
 
 def _unicode_error(field: str, match: re.Match[str]) -> str:
     return (
-        f"field '{field}': invalid Unicode: lone surrogate U+{ord(match.group()):04X} at "
-        f"character {match.start()} (a text cut inside an emoji or another character); fix "
-        "the text, or replace such code points with U+FFFD and mark the row "
-        "(data.invalid_unicode: replace; hdeval score --invalid-unicode replace)"
+        f"{described(field, match)}; fix the text, or replace such code points with U+FFFD and "
+        "mark the row (data.invalid_unicode: replace; hdeval score --invalid-unicode replace)"
     )
 
 

@@ -18,7 +18,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from hdeval.errors import ConfigError
+from hdeval.errors import ConfigError, HDEvalError
+from hdeval.invalid_unicode import unicode_problems
 from hdeval.paths import hdeval_home
 
 #: The cache's file name inside a directory (``HDEVAL_CACHE`` naming a directory).
@@ -35,9 +36,15 @@ CREATE TABLE IF NOT EXISTS failures (
 
 
 def cache_key(*parts: object) -> str:
-    """sha256 over the JSON encoding of ``parts`` (order matters, formatting does not)."""
+    """sha256 over the JSON encoding of ``parts`` (order matters, formatting does not).
+
+    Every text reaching a key was checked for invalid Unicode where it was read; one that was
+    not is refused here, naming its place among ``parts``."""
     payload = json.dumps(parts, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+    try:
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+    except UnicodeEncodeError:
+        raise HDEvalError(f"a request to the judge: {unicode_problems(list(parts))}") from None
 
 
 def default_cache_path() -> Path:

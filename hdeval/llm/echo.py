@@ -15,11 +15,11 @@ generated that token after the same text, which a shift breaks.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
-from hdeval.llm.types import MAX_MASS, LogLikelihood
+from hdeval.llm.types import LogLikelihood
+from hdeval.llm.validity import likelihood_problem
 
 # Largest difference (nats) between the echoed and the generated log-probability of one token
 # at one position; they are the same quantity, computed by a prefill and by a decoding step.
@@ -87,18 +87,22 @@ def continuation_loglikelihood(echo: Echo, context_chars: int, prompt_chars: int
     """The log-probabilities of the tokens in ``[context_chars, prompt_chars)``.
 
     ``prompt_chars`` is the length of the whole prompt sent; tokens after it were generated.
+    There must be one for every continuation token the server read: as many as its ``usage``
+    counts after the context's, or, where it reports no usage, enough to reach the prompt's
+    end (:func:`~hdeval.llm.validity.likelihood_problem` checks them).
     """
     span = echo.span(context_chars, prompt_chars)
     if not span:
         raise EchoError("the continuation has no echoed tokens")
     values = [echo.logprobs[i] for i in span]
-    if any(v is None or not math.isfinite(v) for v in values):
-        raise EchoError(f"an echoed continuation token has no log-probability: {values}")
-    if any(v > math.log(MAX_MASS) for v in values):  # type: ignore[operator]
-        raise EchoError(
-            f"impossible log-probabilities (above 0: a probability above 1) among the echoed "
-            f"continuation's: {values}"
-        )
+    if echo.prompt_tokens is not None:
+        sent = echo.prompt_tokens - span.start
+    elif echo.offsets[span[-1]] + len(echo.tokens[span[-1]]) < prompt_chars:
+        sent = len(span) + 1  # at least one more: the echo stops before the prompt's end
+    else:
+        sent = len(span)
+    if problem := likelihood_problem(values, sent):
+        raise EchoError(f"the echoed continuation: {problem}")
     return LogLikelihood(tokens=tuple(values))  # type: ignore[arg-type]
 
 

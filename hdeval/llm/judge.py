@@ -16,10 +16,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from hdeval.errors import ConfigError
+from hdeval.errors import ConfigError, HDEvalError
+from hdeval.invalid_unicode import unicode_problems
 from hdeval.llm.cache import ResultCache, cache_key
-from hdeval.llm.digits import DEFAULT_MIN_MASS, distribution_problem
+from hdeval.llm.digits import DEFAULT_MIN_MASS
 from hdeval.llm.types import DigitScore, LLMBackend, LogLikelihood, TokenCounts
+from hdeval.llm.validity import checked, distribution_problem, mass_problem, readable_likelihood
 from hdeval.params import LLMConfig
 
 DIGITS = "digits"
@@ -102,11 +104,8 @@ class CachedJudge:
         found = self.cache.get_many(suffixes, usable=_possible_distribution)
         for key, value in found.items():
             score = DigitScore.from_dict(value)
-            if score.mass < self.min_digit_mass:
-                answers.failures[key] = (
-                    f"cached digit mass {score.mass:.3f} below llm.min_digit_mass "
-                    f"{self.min_digit_mass}"
-                )
+            if problem := mass_problem(score.mass, self.min_digit_mass):
+                answers.failures[key] = f"cached {problem}"
             else:
                 answers.results[key] = score
         answers.cached = len(found)
@@ -128,7 +127,7 @@ class CachedJudge:
         the same request with :attr:`reply_end` after the continuation: where only that one is
         cached, this one is read off it (:meth:`_before_marker`) and costs no LLM call."""
         answers: Answers[LogLikelihood] = Answers()
-        found = self.cache.get_many(items, usable=LogLikelihood.readable)
+        found = self.cache.get_many(items, usable=readable_likelihood)
         missing = [k for k in items if k not in found]
         derived = self._before_marker(missing, items, ended or {})
         self.cache.put_many(LOGLIK, derived)
@@ -154,7 +153,7 @@ class CachedJudge:
         tokenize = getattr(self.backend, "tokenize", None)
         if not twins or tokenize is None:
             return {}
-        cached = self.cache.get_many(twins, usable=LogLikelihood.readable, count=False)
+        cached = self.cache.get_many(twins, usable=readable_likelihood, count=False)
         marker = tokenize(self.reply_end) if cached else []
         derived = {}
         for twin, value in cached.items():
@@ -166,7 +165,10 @@ class CachedJudge:
         return derived
 
     def _store(self, kind: str, fresh: Mapping[str, DigitScore | LogLikelihood], answers) -> None:
+        """Keep and cache the answers that pass their check (:func:`~hdeval.llm.validity.checked`,
+        whatever the backend); record the others as failures."""
         answers.computed += len(fresh)
+        fresh = {k: checked(r, self.min_digit_mass) for k, r in fresh.items()}
         ok = {k: r for k, r in fresh.items() if r.ok}
         failed = {k: r.failure or "unknown failure" for k, r in fresh.items() if k not in ok}
         self.cache.put_many(kind, {k: r.to_dict() for k, r in ok.items()})
@@ -182,13 +184,16 @@ class CachedJudge:
     def reply(self, kind: str, prompt: str, max_new_tokens: int, *key_parts: object) -> str:
         """The judge's greedy reply to ``prompt``: cached raw text under ``kind``.
 
-        ``key_parts`` (a template version, say) join the prompt in the key.
+        ``key_parts`` (a template version, say) join the prompt in the key. A reply holding
+        invalid Unicode (:mod:`hdeval.invalid_unicode`) is refused, and not cached.
         """
         key = self.key(kind, *key_parts, prompt)
         hit = self.cache.get(key)
         if hit is not None:
             return hit["reply"]
         reply = self.backend.generate(prompt, max_new_tokens)
+        if problem := unicode_problems(reply):
+            raise HDEvalError(f"the reply of the judge {self.identity} is not text: {problem}")
         self.cache.put(kind, key, {"reply": reply})
         return reply
 
@@ -209,7 +214,7 @@ class CachedJudge:
 
 def _possible_distribution(value: dict) -> bool:
     """Whether a cached digit distribution is one a model can give (see
-    :func:`~hdeval.llm.digits.distribution_problem`)."""
+    :func:`~hdeval.llm.validity.distribution_problem`)."""
     try:
         return distribution_problem(DigitScore.from_dict(value)) is None
     except (KeyError, TypeError, ValueError):

@@ -45,6 +45,7 @@ from hdeval.llm.precision import (
 from hdeval.llm.row_attention import ROW_ATTENTION
 from hdeval.llm.truncation import ContextOverflow
 from hdeval.llm.types import SCORE_DIGITS, DigitScore, LogLikelihood, PrefixWork, TokenCounts
+from hdeval.llm.validity import checked_likelihood
 
 log = logging.getLogger(__name__)
 
@@ -252,9 +253,10 @@ class TransformersBackend(SharedPrefixPasses):
     def loglikelihoods(
         self, segments: Sequence[str], items: Sequence[tuple[str, str]]
     ) -> list[LogLikelihood]:
+        found = self.token_logprobs(segments, items)
+        sent = [len(self._encode(continuation)) for _, continuation in items]
         return [
-            LogLikelihood(tokens=tuple(lp.double().tolist()))
-            for lp in self.token_logprobs(segments, items)
+            checked_likelihood(lp.double().tolist(), n) for lp, n in zip(found, sent, strict=True)
         ]
 
     @torch.inference_mode()
@@ -326,7 +328,7 @@ class TransformersBackend(SharedPrefixPasses):
             rows = torch.arange(len(context) - 1, len(context) + len(answer) - 1)
             logprobs = self._logprobs(self._hidden(context + answer)[rows])
             token_lp = logprobs[torch.arange(len(answer)), torch.tensor(answer)]
-            results.append(LogLikelihood(tokens=tuple(token_lp.double().tolist())))
+            results.append(checked_likelihood(token_lp.double().tolist(), len(answer)))
         return results
 
 

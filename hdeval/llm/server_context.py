@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from hdeval.errors import JudgeUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +30,14 @@ _TOKENIZERS = (
     ("/extras/tokenize", "input", "/extras/detokenize", "text"),  # llama-cpp-python
 )
 
+#: Most memory the remembered tokenizations of one judge take, in bytes.
+MEMO_BYTES = 16 * 2**20
+
 Post = Callable[[str, dict[str, Any]], Any]
+
+
+def _memo_size(text: str, ids: list[int]) -> int:
+    return len(text.encode("utf-8", errors="replace")) + 8 * len(ids)
 
 
 class ServerTokens:
@@ -39,7 +49,8 @@ class ServerTokens:
         self._server = server
         self._endpoints: tuple[str, str, str, str] | None = None
         self._probed = False
-        self._known: dict[str, list[int]] = {}
+        self._known: OrderedDict[str, list[int]] = OrderedDict()
+        self.memo_bytes = 0
         self._lock = threading.Lock()
 
     @property
@@ -57,6 +68,8 @@ class ServerTokens:
                     if self._tokens(endpoints, "probe", special=False):
                         self._endpoints = endpoints
                         break
+                except JudgeUnavailableError:
+                    raise
                 except Exception as exc:
                     log.debug("%s%s: %s", self._server, endpoints[0], type(exc).__name__)
             if self._endpoints is None:
@@ -80,17 +93,33 @@ class ServerTokens:
 
     def tokenize(self, text: str) -> list[int]:
         """``text``'s token ids without special tokens (bytes where the server lends no
-        tokenizer); remembered, since the same criterion suffixes are asked for every text."""
+        tokenizer); remembered (up to :data:`MEMO_BYTES`), since the same criterion suffixes are
+        asked for every text."""
         if self.by_bytes:
             return list(text.encode("utf-8"))
         with self._lock:
             known = self._known.get(text)
+            if known is not None:
+                self._known.move_to_end(text)
         if known is None:
             known = self._tokens(self._endpoints, text, special=False)  # type: ignore[arg-type]
-            with self._lock:
-                if len(self._known) < 4096:
-                    self._known[text] = known
+            self._keep(text, known)
         return known
+
+    def _keep(self, text: str, ids: list[int]) -> None:
+        """Remember ``text``'s ids, the least recently asked forgotten first so that the memo
+        holds at most :data:`MEMO_BYTES` (a text's UTF-8 bytes and 8 bytes per id)."""
+        size = _memo_size(text, ids)
+        if size > MEMO_BYTES:
+            return
+        with self._lock:
+            if text in self._known:
+                return
+            self._known[text] = ids
+            self.memo_bytes += size
+            while self.memo_bytes > MEMO_BYTES:
+                old, old_ids = self._known.popitem(last=False)
+                self.memo_bytes -= _memo_size(old, old_ids)
 
     def detokenize(self, ids: Sequence[int]) -> str:
         """The text of ``ids``; a character cut in two at the end is dropped."""
@@ -102,6 +131,8 @@ class ServerTokens:
             try:
                 text = self._post(path, {"model": self._model, "tokens": ids})[field]
                 return text.rstrip(_REPLACEMENT)
+            except JudgeUnavailableError:
+                raise
             except Exception:
                 if not ids:
                     raise

@@ -1,5 +1,7 @@
 """The HTTP client of a judge server: separate connect and read timeouts, and a watch on the
-server's progress that stops a run within ``llm.timeout`` seconds of no answer at all.
+server's progress that stops a run within ``llm.timeout`` seconds of no answer at all, and a
+deadline of ``llm.timeout`` on each whole reply (:mod:`hdeval.llm.reply_deadline`): a server
+that trickles bytes times out as one that sends none.
 
 The ``openai`` client retries a request that timed out (``llm.max_retries``). Against a server
 that accepts connections but never replies (hung or wedged) that costs every item all its
@@ -19,6 +21,8 @@ from typing import Any
 
 import httpx2
 import openai
+
+from hdeval.llm.reply_deadline import deadline_transport, reply_deadline
 
 PLACEHOLDER_API_KEY = "not-needed"
 _HTTP_LOGGERS = ("httpx", "httpx2", "httpcore", "openai")
@@ -65,16 +69,20 @@ class ProgressWatch:
 
 
 class _WatchedClient(openai.DefaultHttpxClient):
-    """openai's HTTP client, telling a :class:`ProgressWatch` of every request and answer."""
+    """openai's HTTP client, telling a :class:`ProgressWatch` of every request and answer, and
+    giving each request's whole reply its read timeout as a deadline
+    (:mod:`hdeval.llm.reply_deadline`)."""
 
     def __init__(self, watch: ProgressWatch, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        transport = deadline_transport(limits=openai.DEFAULT_CONNECTION_LIMITS)
+        super().__init__(transport=transport, **kwargs)
         self._watch = watch
 
     def send(self, request: httpx2.Request, **kwargs: Any) -> httpx2.Response:
         self._watch.sending()
         try:
-            response = super().send(request, **kwargs)
+            with reply_deadline(request.extensions.get("timeout", {}).get("read")):
+                response = super().send(request, **kwargs)
         except BaseException as exc:
             quiet = self._watch.failed()
             # the timer fires at the limit, give or take

@@ -27,14 +27,13 @@ from hdeval.llm.echo import (
     generated,
     repeat_problem,
 )
+from hdeval.llm.server_errors import REFUSES_EVERY_REQUEST, is_outage
 from hdeval.llm.types import LogLikelihood
 
 log = logging.getLogger(__name__)
 
 # A text whose next token every model predicts (" 7", or " " then "7"): the probe of an echo.
 PROBE_TEXT = "Counting: 1, 2, 3, 4, 5, 6,"
-# Longest wait for the chat-template look-ups, in seconds.
-LOOKUP_TIMEOUT = 10.0
 _MESSAGE_MARK = "HDEVAL_USER_MESSAGE_MARK"
 _LIKELIHOOD_HINT = (
     "score likelihood with a local backend (llm.backend: embedded or transformers), "
@@ -126,9 +125,19 @@ class EchoLikelihood:
         return self.base_url.rstrip("/").removesuffix("/v1")
 
     def _post_root(self, path: str, body: dict[str, Any]) -> Any:
-        wait = min(self.timeout, LOOKUP_TIMEOUT)
-        client = self._client.with_options(timeout=wait, max_retries=0)
-        return client.post(self._server_root() + path, cast_to=object, body=body)
+        """POST ``body`` to one of the server's own endpoints (``/tokenize``,
+        ``/apply-template``) as a scoring request is sent: with the client's retries and
+        deadline, an outage counted by the breaker, which raises
+        :class:`~hdeval.errors.JudgeUnavailableError` once tripped. An endpoint the server does
+        not offer (HTTP 4xx) is no outage: the caller tries the next."""
+        self.breaker.check()
+        try:
+            return self._client.post(self._server_root() + path, cast_to=object, body=body)
+        except Exception as exc:
+            if is_outage(exc) and getattr(exc, "status_code", 500) not in REFUSES_EVERY_REQUEST:
+                self._record_failure(exc)
+                self.breaker.check()
+            raise
 
     def _rendered_by_apply_template(self, messages: list[dict], generation: bool) -> str:
         """``messages`` as the model's chat template renders them, by llama.cpp's
@@ -157,6 +166,8 @@ class EchoLikelihood:
             try:
                 self._chat_frame = _split_frame(render(message, True))
                 return None
+            except JudgeUnavailableError:
+                raise
             except Exception as exc:
                 problems.append(f"{path}: {self._describe(exc, retries=0)}")
         return (
@@ -175,6 +186,8 @@ class EchoLikelihood:
         for path, render in self._lookups():
             try:
                 return reply_end(_split_frame(render(messages, False))[1])
+            except JudgeUnavailableError:
+                raise
             except Exception as exc:
                 log.debug("%s: %s", path, self._describe(exc, retries=0))
         return ""

@@ -85,16 +85,6 @@ class LogLikelihood:
     def from_dict(cls, data: dict) -> LogLikelihood:
         return cls(tokens=tuple(data["tokens"]))
 
-    @staticmethod
-    def readable(data: dict) -> bool:
-        """Whether a cached value holds per-token log-probabilities (older ones held a sum),
-        each one a model can give (finite, not above 0)."""
-        tokens = data.get("tokens")
-        if not isinstance(tokens, list) or not tokens:
-            return False
-        top = math.log(MAX_MASS)
-        return all(isinstance(t, int | float) and math.isfinite(t) and t <= top for t in tokens)
-
 
 @dataclass
 class TokenCounts:

@@ -9,6 +9,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from hdeval.errors import ConfigError
+from hdeval.invalid_unicode import unicode_problems
 
 Mode = Literal["prompt", "likelihood"]
 FeatureModes = Literal["prompt", "likelihood", "both"]
@@ -55,6 +56,8 @@ def load_yaml_model(path: Path, model: type[BaseModel], section: str | None = No
         raise ConfigError(f"cannot read {path}: {exc}") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of sections, got {type(data).__name__}")
+    if problem := unicode_problems(data):
+        raise ConfigError(f"{path}: {problem}")
     if section is not None:
         data = data.get(section) or {}
     try:

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from typing import Literal
-from urllib.parse import unquote, urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
 from hdeval.params.base import Section, refuse_retired
+from hdeval.params.url_credentials import credentials_in
 
-#: Names of URL query parameters whose values are credentials: api_key, key, token, sig...
-SECRET_PARAM = re.compile(r"key|token|secret|passw|pwd|auth|sig|credential|session", re.I)
 #: Weights the embedded backend can pull (``llm.model``; None = the first, the default).
 EMBEDDED_MODELS = ("qwen2.5-coder-0.5b-instruct-q4_k_m", "qwen2.5-coder-1.5b-instruct-q4_k_m")
 
@@ -121,16 +118,3 @@ class LLMConfig(Section):
                 "llm.identity names a server's weights; a local judge is named by its own"
             )
         return self
-
-
-def credentials_in(url: str) -> list[str]:
-    """The kinds of credentials ``url`` holds: ``user:password@``, and ``?name=`` or
-    ``#name=`` for each key- or token-like parameter (their values are not named)."""
-    parts = urlsplit(url if "//" in url else "//" + url)
-    found = ["user:password@"] if "@" in parts.netloc else []
-    for mark, text in (("?", parts.query), ("#", parts.fragment)):
-        for item in filter(None, text.split("&")):
-            name = unquote(item.partition("=")[0]).strip()
-            if "=" in item and SECRET_PARAM.search(name):
-                found.append(f"{mark}{name}=")
-    return found

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 from hdeval.errors import HDEvalError, JudgeUnavailableError
 from hdeval.llm.judge import CachedJudge
-from hdeval.llm.types import ContextLimited, LogLikelihood
+from hdeval.llm.types import ContextLimited
+from hdeval.llm.validity import readable_likelihood
 from hdeval.params import Params
 from hdeval.scoring.requests import PlannedPass, cache_kind
 from hdeval.tree.criteria import CriteriaTree, Criterion
@@ -127,7 +128,7 @@ class Planner:
         for one in planned:
             new = [r for r in one.requests if r.key not in self.seen]
             kind = cache_kind(one.kind)
-            usable = LogLikelihood.readable if kind == "loglik" else None
+            usable = readable_likelihood if kind == "loglik" else None
             found = self.judge.cache.get_many([r.key for r in new], usable)
             twins = [r.ended for r in new if r.key not in found and r.ended]
             found.update(self.judge.cache.get_many(twins, usable, count=False))

@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from hdeval.errors import ConfigError
+from hdeval.invalid_unicode import unicode_problems
 from hdeval.params import CriterionOverride, DataParams
 
 
@@ -108,6 +109,8 @@ class CriteriaTree:
             data = yaml.safe_load(Path(path).read_text())
         except (OSError, yaml.YAMLError) as exc:
             raise ConfigError(f"cannot read criteria tree {path}: {exc}") from exc
+        if problem := unicode_problems(data):
+            raise ConfigError(f"criteria tree {path}: {problem}")
         rows = (data or {}).get("criteria")
         if not isinstance(rows, list):
             raise ConfigError(f"{path}: expected a top-level 'criteria' list")
