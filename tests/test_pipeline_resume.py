@@ -35,18 +35,22 @@ def _completed(storage) -> int:
 
 
 def _write_layer(root, identity: str) -> None:
-    """work/layers/3 as the layer stage writes it: tree, features of every training row, report."""
+    """work/layers/3 as the layer stage writes it (tree, features of the tree's rows, report) and
+    work/evaluate/features.csv as evaluate does (every row of the run on the final tree)."""
     layer = root / "work" / "layers" / "3"
     layer.mkdir(parents=True)
     tree = CriteriaTree.from_yaml(root / "aspects.yaml")
     tree.to_yaml(layer / "tree.yaml")
-    ids = jsonl_ids(root / "work" / "prepared" / "train.jsonl")
+    ids = jsonl_ids(root / "work" / "prepared" / "rows.jsonl")
     columns = feature_columns(
         [c.id for c in tree], ["prompt", "likelihood"], True, Profile.of(Params().hierarchy)
     )
     rng = np.random.default_rng(0)
     features = pd.DataFrame(rng.normal(size=(len(ids), len(columns))), index=ids, columns=columns)
-    features.to_csv(layer / "features.csv")
+    tree_rows = jsonl_ids(root / "work" / "prepared" / "train.jsonl")
+    features.loc[tree_rows].to_csv(layer / "features.csv")
+    (root / "work" / "evaluate").mkdir(parents=True)
+    features.to_csv(root / "work" / "evaluate" / "features.csv")
     report = {"llm_identity": identity, "modes": ["prompt", "likelihood"]}
     (layer / "report.json").write_text(json.dumps(report))
 

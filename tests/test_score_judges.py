@@ -270,7 +270,8 @@ def _tiny_train(labels: Path, aspects: list[str]) -> dict:
     TREE.to_yaml(labels.parent / "aspects.yaml")
     data = {"path": str(labels), "criteria": "aspects.yaml", "aspects": aspects, "n_docs": None}
     hierarchy = {"layers": 1, "modes": ["prompt"], "cv_folds": 2}
-    return {"data": {**data, "test_fraction": 0.25}, "hierarchy": hierarchy}
+    evaluate = {"folds": 2}  # four documents: two outer folds of two
+    return {"data": {**data, "test_fraction": 0.25}, "hierarchy": hierarchy, "evaluate": evaluate}
 
 
 @pytest.mark.model
