@@ -1,13 +1,16 @@
 """Stage train: the shipped bundle. The same model selection that evaluate cross-fits (signal
 families, feature groups x aggregator kind, tuning, single-column fallback), by document-grouped
 CV on every row of the run; the CV-best fit on all of them and exported (ONNX aggregator,
-criteria tree, card with the CV table). Evaluate's cross-fitted figure estimates this bundle."""
+criteria tree, card with the CV table, and each score's prediction-interval widths: conformal
+quantiles of evaluate's cross-fitted errors). Evaluate's cross-fitted figure estimates this
+bundle."""
 
 import joblib
 
 from hdeval import workspace as ws
 from hdeval.data import load_labels
 from hdeval.export.bundle import export_evaluator
+from hdeval.export.intervals import bundle_intervals
 from hdeval.params import load_params
 from hdeval.training.fit import select_and_fit
 from hdeval.tree.criteria import CriteriaTree
@@ -30,7 +33,10 @@ def main() -> None:
         {**selected.summary(), "columns": list(selected.features.columns)},
     )
     joblib.dump(selected.model, ws.AGGREGATOR)
-    export_evaluator(ws.BUNDLE, selected, train, params, report["llm_identity"])
+    evaluate = params.evaluate
+    intervals = bundle_intervals(ws.EVALUATE / "predictions" / "hdeval.csv", train.targets,
+                                 evaluate.interval_level, evaluate.interval_bins)  # fmt: skip
+    export_evaluator(ws.BUNDLE, selected, train, params, report["llm_identity"], intervals)
     print(f"{selected.kind} on {selected.feature_set.name} (CV Pearson {selected.cv_pearson:.3f})")
     print(f"evaluator bundle written to {ws.BUNDLE}")
 

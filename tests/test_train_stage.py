@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 from tests.dvc_project import write_jsonl
@@ -39,6 +40,9 @@ def test_train_stage_without_tuning_writes_its_outs_in_a_fresh_workspace(tmp_pat
     evaluated = tmp_path / "work" / "evaluate"
     evaluated.mkdir(parents=True)
     features.to_csv(evaluated / "features.csv")
+    (evaluated / "predictions").mkdir()
+    noise = np.random.default_rng(0).normal(0, 0.3, scaled.shape)
+    (scaled + noise).clip(1, 5).to_csv(evaluated / "predictions" / "hdeval.csv")  # cross-fitted
     report = {"modes": ["prompt", "likelihood"], "llm_identity": "test-judge"}
     (layer / "report.json").write_text(json.dumps(report))
     params = yaml.safe_load((REPO / "params.yaml").read_text())
@@ -56,4 +60,8 @@ def test_train_stage_without_tuning_writes_its_outs_in_a_fresh_workspace(tmp_pat
     best = json.loads((tmp_path / "work" / "tune" / "best_params.json").read_text())
     assert best["kind"] == "linear" and "likelihood" in best["modes"]
     assert not (tmp_path / "work" / "tune" / "optuna.sqlite").exists()
-    assert any((tmp_path / "models" / "evaluator").iterdir())
+    card = json.loads((tmp_path / "models" / "evaluator" / "card.json").read_text())
+    intervals = card["intervals"]  # from the cross-fitted errors, per aspect
+    assert intervals["level"] == 0.9 and sorted(intervals["aspects"]) == ["coherence", "fluency"]
+    for spec in intervals["aspects"].values():
+        assert sum(spec["rows"]) == len(rows) and 0.3 < max(spec["half_widths"]) < 1.0

@@ -114,9 +114,10 @@ def score(
             evaluator = Evaluator.load(bundle, open_judge(config.llm), strict_precision=strict)
         writer.begin(evaluator.scorer.judge.identity if todo else None)
         origin = {"bundle": writer.bundle, "judge": writer.judge}
+        where = _where(texts.samples)
         with tqdm(total=len(todo), desc="scoring", unit="text") as bar:
             for sample in todo:  # each row is on disk as soon as it is scored
-                rows = _score_rows(evaluator, [sample], explain, texts.replaced, origin)
+                rows = _score_rows(evaluator, [sample], explain, texts.replaced, origin, where)
                 writer.write([{**row, **writer.hashes(row["id"])} for row in rows])
                 unscored += sum(None in row["scores"].values() for row in rows)
                 truncated += sum(row["truncated"] for row in rows)
@@ -148,10 +149,22 @@ def score(
             raise typer.Exit(1)
 
 
+def _where(samples) -> dict[str, dict[str, str]]:
+    """Each input row's ``doc_id`` and, where given, ``system_id``, by id: what
+    ``hdeval compare-systems`` groups the scored rows by."""
+    where = {}
+    for row_id, doc_id, system_id in zip(
+        samples.index, samples["doc_id"], samples["system_id"], strict=True
+    ):
+        where[str(row_id)] = {"doc_id": doc_id, **({"system_id": system_id} if system_id else {})}
+    return where
+
+
 def _score_rows(
-    evaluator, samples: list, explain: bool, replaced: dict, origin: dict
+    evaluator, samples: list, explain: bool, replaced: dict, origin: dict, where: dict
 ) -> list[dict]:
-    """The output rows of ``samples``: scores, criterion scores, failures, truncation, the
+    """The output rows of ``samples``: their document and system (``where``), scores, their
+    prediction intervals where the bundle has them, criterion scores, failures, truncation, the
     fields whose invalid Unicode was replaced when the texts were read (``replaced``), and the
     bundle and judge that scored them (``origin``)."""
     result = evaluator.score_samples(samples, progress=False)
@@ -169,7 +182,9 @@ def _score_rows(
         values = result.row(i)
         row = {
             "id": sample_id,
+            **where.get(sample_id, {}),
             "scores": values["aspects"],
+            **_intervals(values, result.interval_level),
             "criteria": values["criteria"],
             "failures": failures.get(sample_id, []),
             "truncated": sample_id in truncated,
@@ -177,6 +192,24 @@ def _score_rows(
             **origin,
         }
         if explain:
-            row["explanation"] = explanations.get(sample_id)
+            row["explanation"] = _with_intervals(explanations.get(sample_id), values)
         rows.append(row)
     return rows
+
+
+def _intervals(values: dict, level: float | None) -> dict:
+    """A row's ``interval_level`` and per-aspect ``intervals`` (nothing for a bundle without)."""
+    if "intervals" not in values:
+        return {}
+    return {"interval_level": level, "intervals": values["intervals"]}
+
+
+def _with_intervals(explanation: dict | None, values: dict) -> dict | None:
+    """``explanation`` with each aspect's prediction interval beside its score."""
+    if explanation is None or "intervals" not in values:
+        return explanation
+    aspects = {
+        aspect: {**part, "interval": values["intervals"].get(aspect)}
+        for aspect, part in explanation["aspects"].items()
+    }
+    return {**explanation, "aspects": aspects}

@@ -2,7 +2,8 @@
 
 A bundle directory holds ``aggregator.onnx``, ``criteria.yaml`` and ``card.json`` (judge identity
 and precision, prompt template version, task wording, scoring modes, feature order, aspects,
-criteria hash, training-data hash, metrics, aggregator file hash, each aspect's human score range).
+criteria hash, training-data hash, metrics, aggregator file hash, each aspect's human score range,
+and, where trained with them, each aspect's prediction-interval widths).
 The card carries the sha256 of its own content (``card_sha256``): an edited card (a renamed or
 swapped aspect, other task wording, a deleted key) is refused when read, since it would change the
 prompts or the labels of the scores without changing the aggregator. It is written to a temporary
@@ -18,7 +19,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from hdeval.atomic_dir import staged_dir
 from hdeval.errors import ModelIntegrityError
@@ -68,8 +69,40 @@ class ColumnNote(BaseModel):
     orientation: Literal["higher is better", "lower is better", "not a quality judgement"]
 
 
+class AspectIntervals(BaseModel):
+    """One aspect's interval widths: the inner ``edges`` of its predicted-score bins, each bin's
+    half width and the cross-fitted texts it was measured on."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    edges: list[float]
+    half_widths: list[float] = Field(min_length=1)
+    rows: list[int]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> AspectIntervals:
+        if not len(self.half_widths) == len(self.rows) == len(self.edges) + 1:
+            raise ValueError("one half width and one row count per bin, one edge between bins")
+        if self.edges != sorted(self.edges):
+            raise ValueError("bin edges must rise")
+        if not all(0 <= w < float("inf") for w in self.half_widths):
+            raise ValueError("half widths must be finite and non-negative")
+        return self
+
+
+class Intervals(BaseModel):
+    """The card's prediction intervals (:mod:`hdeval.export.intervals`)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    level: float = Field(gt=0, lt=1)
+    method: str
+    aspects: dict[str, AspectIntervals]
+
+
 class Card(BaseModel):
-    """The fields of ``card.json`` and their types (all required, no others)."""
+    """The fields of ``card.json`` and their types (all required but ``intervals`` and the
+    later additions with defaults, no others)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -95,7 +128,17 @@ class Card(BaseModel):
     aggregator_sha256: str
     background_sha256: str | None
     metrics: dict
+    intervals: Intervals | None = None  # absent: a bundle trained without prediction intervals
     card_sha256: str
+
+    @model_validator(mode="after")
+    def _intervals_of_every_aspect(self) -> Card:
+        if self.intervals is not None and sorted(self.intervals.aspects) != sorted(self.aspects):
+            raise ValueError(
+                f"intervals are given for {sorted(self.intervals.aspects)}, the aspects are "
+                f"{sorted(self.aspects)}"
+            )
+        return self
 
 
 def card_sha256(card: dict) -> str:
@@ -121,6 +164,7 @@ def export_bundle(
     sample=None,
     background=None,
     score_ranges: dict[str, tuple[float, float]] | None = None,
+    intervals: dict | None = None,
 ) -> Path:
     """Write a bundle atomically; the ONNX parity check runs before anything is renamed.
 
@@ -128,7 +172,8 @@ def export_bundle(
     stored apart, as ``llm_precision``. ``profile`` says how likelihoods became columns; the
     card also states, per column, what it measures and which way is better (a column that is
     not a quality judgement, such as length, is exempt from the non-negative weights and the
-    "rises when worse" check, and says so).
+    "rises when worse" check, and says so). ``intervals``
+    (:func:`hdeval.export.intervals.fit_intervals`) gives every score a prediction interval.
     """
     from hdeval.export.onnx_export import export_onnx
 
@@ -175,6 +220,8 @@ def export_bundle(
             "background_sha256": background_sha256,
             "metrics": metrics or {},
         }
+        if intervals is not None:
+            card["intervals"] = intervals
         card["card_sha256"] = card_sha256(card)
         (tmp / CARD).write_text(json.dumps(card, indent=2))
     return path
@@ -220,9 +267,11 @@ def export_evaluator(
     train: LabelledData,
     params: Params,
     llm_identity: str,
+    intervals: dict | None = None,
 ) -> Path:
     """Write the bundle of the selected aggregator: its feature set's criteria and modes, a
-    parity sample, the SHAP background, and the selection (with the CV table) in the card."""
+    parity sample, the SHAP background, the selection (with the CV table) and the prediction
+    ``intervals`` (None: none) in the card."""
     from hdeval.explain.runtime import make_background
 
     features = selected.features
@@ -246,4 +295,5 @@ def export_evaluator(
         sample=features.to_numpy(dtype=float),
         background=make_background(features),
         score_ranges={a: params.data.ranges()[a] for a in train.aspects},
+        intervals=intervals,
     )

@@ -19,6 +19,7 @@ import numpy as np
 
 from hdeval.errors import DataValidationError, ModelIntegrityError
 from hdeval.export.bundle import AGGREGATOR, CRITERIA, read_card, split_precision
+from hdeval.export.intervals import bounds
 from hdeval.export.onnx_runtime import OnnxAggregator
 from hdeval.llm.judge import CachedJudge
 from hdeval.params import TaskSpec
@@ -36,7 +37,9 @@ log = logging.getLogger(__name__)
 @dataclass
 class Scores:
     """Predicted human scores per aspect (``aspect_values``, one row per id) with the criterion
-    scores they came from (``criterion_values``); NaN where a score failed."""
+    scores they came from (``criterion_values``); NaN where a score failed. ``intervals`` (rows x
+    aspects x (low, high)) holds each score's prediction interval at ``interval_level``, None for
+    a bundle trained without intervals."""
 
     ids: list[str]
     aspect_names: list[str]
@@ -45,6 +48,8 @@ class Scores:
     criterion_values: np.ndarray
     failures: list[ScoringFailure]
     truncations: list[Truncation] = field(default_factory=list)
+    intervals: np.ndarray | None = None
+    interval_level: float | None = None
 
     @property
     def aspects(self):
@@ -56,14 +61,21 @@ class Scores:
         """Criterion scores as a pandas DataFrame indexed by id."""
         return _frame(self.criterion_values, self.ids, self.criterion_names)
 
-    def row(self, i: int) -> dict[str, dict[str, float | None]]:
-        """Row ``i`` as JSON-ready dicts (a failed score is None)."""
-        return {
+    def row(self, i: int) -> dict[str, dict]:
+        """Row ``i`` as JSON-ready dicts (a failed score is None); with ``intervals``, each
+        aspect's ``[low, high]`` (None where the score failed)."""
+        row: dict[str, dict] = {
             "aspects": dict(zip(self.aspect_names, _finite(self.aspect_values[i]), strict=True)),
             "criteria": dict(
                 zip(self.criterion_names, _finite(self.criterion_values[i]), strict=True)
             ),
         }
+        if self.intervals is not None:
+            row["intervals"] = {
+                aspect: None if np.isnan(pair).any() else [float(pair[0]), float(pair[1])]
+                for aspect, pair in zip(self.aspect_names, self.intervals[i], strict=True)
+            }
+        return row
 
 
 def _frame(values: np.ndarray, ids: list[str], columns: list[str]):
@@ -235,8 +247,10 @@ class Evaluator:
         features = run.values[:, order]
         predicted = self.aggregator.predict(features) if len(rows) else np.empty((0, 0))
         predicted = np.asarray(predicted, dtype=float).reshape(len(rows), len(self.aspects))
-        predicted = clip_to_ranges(predicted, self.aspects, self.card.get("score_ranges"))
+        ranges = self.card.get("score_ranges")
+        predicted = clip_to_ranges(predicted, self.aspects, ranges)
         predicted[np.isnan(features).any(axis=1)] = np.nan
+        intervals = self.card.get("intervals")
         return Scores(
             run.ids,
             self.aspects,
@@ -245,10 +259,13 @@ class Evaluator:
             features,
             run.failures,
             run.truncations,
+            None if intervals is None else bounds(intervals, self.aspects, predicted, ranges),
+            None if intervals is None else float(intervals["level"]),
         )
 
     def score(self, source: str, text: str, references: Sequence[str] = ()) -> dict:
-        """One text: ``{"aspects": {...}, "criteria": {...}, "failures": [...], "truncated"}``.
+        """One text: ``{"aspects": {...}, "criteria": {...}, "failures": [...], "truncated"}``,
+        and ``"intervals": {aspect: [low, high]}`` where the bundle has them.
 
         A failed score is None; ``truncated`` is True when the prompt was cut to fit the
         judge's context. ``references`` are needed by a bundle trained with them.

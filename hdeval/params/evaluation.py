@@ -41,6 +41,14 @@ class EvaluateParams(Section):
     (families, feature set, kind, tuning) saw only the other folds' documents."""
     bootstrap: int = Field(200, ge=0)
     """Document-bootstrap draws for the 95 % CIs (0: none)."""
+    interval_level: float | None = Field(0.9, gt=0, lt=1)
+    """Coverage of the prediction interval each aspect score carries (in the bundle, ``hdeval
+    score``'s rows and the report): split-conformal quantiles of the cross-fitted errors
+    |human - predicted|; null: the bundle has no intervals."""
+    interval_bins: int = Field(3, ge=1)
+    """Bins of the predicted score, equal in count, each with an interval width of its own
+    (texts predicted near a scale's end err less); 1: one width per aspect. A bin holds at least
+    the texts the level needs (9 at 0.9), so fewer bins are used on few texts."""
     peer: PeerParams | None = None
     """A published peer's predictions reported beside the bundle (null: none)."""
 
