@@ -59,7 +59,11 @@ def refused(done: subprocess.CompletedProcess, *parts: str) -> str:
     return message
 
 
-def make_bundle(path: Path, identity: str = "transformers:judge:0123456789abcdef:float32") -> Path:
+def make_bundle(
+    path: Path,
+    identity: str = "transformers:judge:0123456789abcdef:float32",
+    intervals: dict | None = None,
+) -> Path:
     names = feature_columns([c.id for c in TREE], ["prompt"])
     rng = np.random.default_rng(0)
     X = rng.uniform(1, 5, (40, len(names)))
@@ -76,6 +80,7 @@ def make_bundle(path: Path, identity: str = "transformers:judge:0123456789abcdef
         unconditioned=False,
         training_data="synthetic",
         sample=X,
+        intervals=intervals,
     )
 
 
