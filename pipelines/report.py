@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from hdeval import workspace as ws
+from hdeval.params import load_params
 from hdeval.report.render import write_report
 from hdeval.report.results import (
     acceptance_markdown,
@@ -19,6 +20,8 @@ from hdeval.report.results import (
     selection_markdown,
 )
 from hdeval.report.summary import baseline_summary, headline, llm_totals, peer_summary
+from hdeval.report.systems import run_checks
+from hdeval.report.systems_view import intervals_markdown, systems_markdown
 
 
 def main() -> None:
@@ -51,6 +54,12 @@ def main() -> None:
     }
     if (peer := peer_summary(verdicts)) is not None:
         metrics["peer"] = peer
+    params = load_params(ws.PARAMS)
+    evaluate = params.evaluate
+    metrics.update(
+        run_checks(Path("."), evaluate.interval_level, evaluate.interval_bins,
+                   params.data.ranges(), params.hierarchy.seed)
+    )  # fmt: skip
     ws.write_json(ws.METRICS, metrics)
     ws.write_json(ws.HEADLINE, headline(metrics))
     text = results_markdown(table, dhp["scorers"], metrics) + left_out_markdown(left_out)
@@ -58,6 +67,8 @@ def main() -> None:
     text += "\n" + families_markdown(metrics["selection"])
     text += "\n" + reading_markdown(pd.read_csv(ws.EXPLAIN / "mean_abs_shap.csv", index_col=0))
     text += "\n" + layers_markdown(metrics["layers"])
+    text += "\n" + intervals_markdown(metrics.get("intervals"))
+    text += "\n" + systems_markdown(metrics.get("systems"))
     ws.RESULTS.write_text(text)
     write_report(Path("."))
     print(run_summary(metrics, str(ws.BUNDLE)))

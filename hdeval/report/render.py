@@ -11,6 +11,7 @@ from hdeval.report.dhp_view import dhp_section
 from hdeval.report.growth import tree_growth
 from hdeval.report.page import RUN_GATES, cost, readings, scorers, selection, verdict
 from hdeval.report.record import SHAP_CHARTS, RunRecord, read_run
+from hdeval.report.systems_view import interval_rows, system_rows
 from hdeval.report.worst_texts import human_scores, largest_errors
 
 #: The page's file name, next to results.md.
@@ -49,6 +50,8 @@ def report_context(record: RunRecord) -> dict:
         "worst": largest_errors(record),
         "explained": bool(record.explanations),
         "cost": cost(record),
+        "intervals": interval_rows(metrics.get("intervals")),
+        "systems": system_rows(metrics.get("systems")),
         "left_out": metrics.get("left_out") or {},
         "run_gates": RUN_GATES,
         "shap_dir": str(SHAP_CHARTS),
