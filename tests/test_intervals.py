@@ -176,3 +176,23 @@ def test_a_card_with_bad_intervals_is_refused(tmp_path, edit, message) -> None:
     (bundle / "card.json").write_text(json.dumps(card))
     with pytest.raises(ModelIntegrityError, match=message):
         read_card(bundle)
+
+
+def test_score_rows_carry_document_system_and_intervals_also_in_the_explanation(
+    tmp_path, judge  # noqa: F811
+) -> None:
+    from hdeval.cli.scoring import _score_rows
+
+    evaluator = Evaluator.load(_bundle(tmp_path / "b", INTERVALS), judge)
+    where = {"a": {"doc_id": "d1", "system_id": "new"}, "c": {"doc_id": "d2"}}
+    rows = _score_rows(evaluator, [SAMPLES[0], SAMPLES[2]], True, {}, {}, where)
+    first, second = rows
+    assert (first["doc_id"], first["system_id"]) == ("d1", "new")
+    assert second["doc_id"] == "d2" and "system_id" not in second
+    assert first["interval_level"] == 0.9
+    for aspect, (low, high) in first["intervals"].items():
+        assert low <= first["scores"][aspect] <= high
+        assert first["explanation"]["aspects"][aspect]["interval"] == [low, high]
+    plain = Evaluator.load(_bundle(tmp_path / "plain"), judge)
+    row = _score_rows(plain, [SAMPLES[0]], True, {}, {}, where)[0]
+    assert "intervals" not in row and "interval" not in row["explanation"]["aspects"]["fluency"]

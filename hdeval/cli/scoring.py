@@ -68,7 +68,8 @@ def score(
         ),
     ] = None,
 ) -> None:
-    """Score texts with a trained evaluator: per-aspect and per-criterion scores per row.
+    """Score texts with a trained evaluator: per-aspect scores (with their prediction intervals
+    where the bundle has them) and per-criterion scores per row.
 
     Rows are written as they are scored. Exit 1 when a text got no score (unless
     --allow-partial); exit 2 for bad inputs, a bad bundle or an unreachable judge.

@@ -23,6 +23,7 @@ CSV_COLUMNS = [
     "p_holm",
     "significant",
     "n_documents",
+    "errors_propagated",
 ]
 
 
@@ -63,6 +64,7 @@ def comparison_frame(comparisons: Sequence[Comparison]) -> pd.DataFrame:
                     "ci_high": s.high,
                     "rank": s.rank,
                     "n_documents": c.n_documents,
+                    "errors_propagated": c.propagated,
                 }
             )
         for p in c.pairs:
@@ -79,6 +81,7 @@ def comparison_frame(comparisons: Sequence[Comparison]) -> pd.DataFrame:
                     "p_holm": p.p_holm,
                     "significant": p.significant,
                     "n_documents": c.n_documents,
+                    "errors_propagated": c.propagated,
                 }
             )
     frame = pd.DataFrame(rows, columns=CSV_COLUMNS)
