@@ -393,7 +393,7 @@ def test_baseline_gate_refuses_a_bundle_below_a_same_judge_baseline(project):
     if pd.isna(own):  # constant predictions on this tiny split (seen on a bf16 AMX CPU)
         result = _repro_acceptance(root, env, params, gates)
         assert result.returncode != 0
-        assert "it has no held-out dataset pearson" in result.stdout + result.stderr
+        assert "it has no cross-fitted dataset pearson" in result.stdout + result.stderr
         return
     better = [
         s
@@ -408,5 +408,5 @@ def test_baseline_gate_refuses_a_bundle_below_a_same_judge_baseline(project):
     result = _repro_acceptance(root, env, params, {**gates, "baselines": [better[0]]})
     assert result.returncode != 0
     message = result.stdout + result.stderr
-    assert f"baselines refused hdeval: held-out dataset pearson {own:.3f}" in message
+    assert f"baselines refused hdeval: cross-fitted dataset pearson {own:.3f}" in message
     assert f"{better[0]!r}" in message and f"{average[better[0]]:.3f} [" in message
