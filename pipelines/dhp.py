@@ -24,7 +24,7 @@ def main() -> None:
         perturber = open_judge(settings.perturber, judge.cache) if settings.perturber else judge
     out = ws.fresh(ws.DHP)
     reads = evaluator.reads_references
-    samples = dhp_samples(stage_labels(data, reads), settings, reads)
+    samples = dhp_samples(stage_labels(data, reads, ws.PREPARED / "test.jsonl"), settings, reads)
     results = run_suite(scorers, samples, settings, perturber, out)
     cost = judge.cost()
     if perturber is not None and perturber is not judge:
