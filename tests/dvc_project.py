@@ -60,12 +60,12 @@ def make_project(
     aspect: str = "coherence",
     preset: Path = REPO / "params.yaml",
 ) -> tuple[dict, dict]:
-    """dvc.yaml, pipelines/, hdeval/ and a one-aspect params file in ``root``: ``preset``
+    """dvc.yaml, hdeval/ and a one-aspect params file in ``root``: ``preset``
     (the SummEval defaults, or a domain's preset) judged on ``aspect`` only.
 
     ``params_update`` maps a params section to the keys it changes. Returns (env, params).
     """
-    for name in ("dvc.yaml", ".dvcignore", "pipelines", "hdeval"):
+    for name in ("dvc.yaml", ".dvcignore", "hdeval"):
         source = REPO / name
         (shutil.copytree if source.is_dir() else shutil.copy)(source, root / name)
     write_jsonl(root / "labels.jsonl", rows)

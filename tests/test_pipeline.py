@@ -32,7 +32,7 @@ def project(tmp_path_factory, embedded_dir):
     """A copy of the pipeline with 3 documents x 3 summaries (each article's first 120 words)
     and one aspect, 3 layers of one criterion each (test_decomposer.py covers wider trees)."""
     root = tmp_path_factory.mktemp("project")
-    for name in ("dvc.yaml", ".dvcignore", "pipelines", "hdeval"):
+    for name in ("dvc.yaml", ".dvcignore", "hdeval"):
         source = REPO / name
         (shutil.copytree if source.is_dir() else shutil.copy)(source, root / name)
     rows = summeval_rows(48, {"M0", "M8", "M22"}, source_words=120)

@@ -264,9 +264,7 @@ def _tiny_labels(root: Path) -> tuple[Path, list[str]]:
 def _tiny_train(labels: Path, aspects: list[str]) -> dict:
     """Params of a one-layer run on ``labels``, in a project directory (``hdeval train`` runs
     dvc.yaml's stages)."""
-    for name in ("dvc.yaml", "pipelines"):
-        source = REPO / name
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, labels.parent / name)
+    shutil.copy(REPO / "dvc.yaml", labels.parent / "dvc.yaml")
     TREE.to_yaml(labels.parent / "aspects.yaml")
     data = {"path": str(labels), "criteria": "aspects.yaml", "aspects": aspects, "n_docs": None}
     hierarchy = {"layers": 1, "modes": ["prompt"], "cv_folds": 2}

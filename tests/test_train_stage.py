@@ -51,7 +51,7 @@ def test_train_stage_without_tuning_writes_its_outs_in_a_fresh_workspace(tmp_pat
 
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     subprocess.run(
-        [sys.executable, str(REPO / "pipelines" / "train.py")], cwd=tmp_path, env=env, check=True
+        [sys.executable, "-m", "hdeval.pipeline.stages.train"], cwd=tmp_path, env=env, check=True
     )
     best = json.loads((tmp_path / "work" / "tune" / "best_params.json").read_text())
     assert best["kind"] == "linear" and "likelihood" in best["modes"]

@@ -2,14 +2,16 @@
 ``n_docs``), split off the development share the criteria tree is grown on (thinned to
 ``train_texts_per_doc`` texts a document), and write every row the run cross-fits."""
 
+from __future__ import annotations
+
 from hdeval import workspace as ws
 from hdeval.data import merge_labels, save_labels
 from hdeval.data.splitting import load_split
-from hdeval.params import load_params
+from hdeval.params import Params
+from hdeval.pipeline.stages.base import Out, Stage
 
 
-def main() -> None:
-    params = load_params(ws.PARAMS)
+def run(params: Params) -> None:
     train, test = load_split(params.data)
     out = ws.fresh(ws.PREPARED)
     save_labels(train, out / "train.jsonl")
@@ -30,5 +32,13 @@ def main() -> None:
     )
 
 
+STAGE = Stage(
+    "prepare",
+    run,
+    deps=(str(ws.LABELS),),
+    outs=(Out(str(ws.PREPARED)),),
+    params=("data",),
+)
+
 if __name__ == "__main__":
-    ws.run_stage("prepare", main)
+    STAGE.main()

@@ -2,6 +2,8 @@
 scores and each score's explanation), SHAP beeswarm and bar charts per aspect, and the
 permutation importance of the final layer's criteria."""
 
+from __future__ import annotations
+
 import json
 
 import joblib
@@ -13,13 +15,13 @@ from hdeval.explain.runtime import explain_scores, load_background
 from hdeval.explain.shap_report import explain_report
 from hdeval.export.evaluator import Evaluator
 from hdeval.llm.judge import open_judge
-from hdeval.params import load_params
+from hdeval.params import Params
+from hdeval.pipeline.stages.base import FINAL_LAYER, Out, Stage
+from hdeval.pipeline.stages.final_layer import FinalLayer
 
 
-def main() -> None:
-    params = load_params(ws.PARAMS)
+def run(params: Params) -> None:
     rows = load_labels(ws.ROWS, params.data.aspects, params.data.score_range)
-    final = ws.layer_dir(params.hierarchy.layers)
     columns = ws.read_json(ws.TUNE / "best_params.json")["columns"]  # the selected feature set
     evaluator = Evaluator.load(ws.BUNDLE, open_judge(params.llm), params.llm.strict_precision)
     scores = evaluator.score_samples(rows.samples)  # every request cached by evaluate
@@ -34,7 +36,7 @@ def main() -> None:
         ws.read_features(ws.EVALUATE / "features.csv")[columns],
         ws.fresh(ws.PLOTS / "explain"),
         output_names=rows.aspects,
-        importances=pd.Series(ws.read_json(final / "report.json")["importances"]),
+        importances=pd.Series(FinalLayer.read(params).report["importances"]),
         background=load_background(ws.BUNDLE),
         seed=params.hierarchy.seed,
         table=out / "mean_abs_shap.csv",
@@ -42,5 +44,19 @@ def main() -> None:
     print(f"explanations: {', '.join(sorted(p.name for p in written.values()))}")
 
 
+STAGE = Stage(
+    "explain",
+    run,
+    deps=(
+        "work/prepared/rows.jsonl",
+        FINAL_LAYER,
+        "work/evaluate/features.csv",
+        "work/tune",
+        "models/evaluator",
+    ),
+    outs=(Out("plots/explain", cache=False), Out("work/explain")),
+    params=("data.aspects", "data.score_range", "hierarchy.layers", "hierarchy.seed", "llm"),
+)
+
 if __name__ == "__main__":
-    ws.run_stage("explain", main)
+    STAGE.main()

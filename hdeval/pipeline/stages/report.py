@@ -2,11 +2,15 @@
 acceptance verdicts, LLM cost), its headline numbers for `dvc exp show` (headline.json), the
 results table results.md and the self-contained page report.html."""
 
+from __future__ import annotations
+
 from pathlib import Path
 
 import pandas as pd
 
 from hdeval import workspace as ws
+from hdeval.params import Params
+from hdeval.pipeline.stages.base import EVERY_LAYER, Out, Stage
 from hdeval.report.render import write_report
 from hdeval.report.results import (
     acceptance_markdown,
@@ -21,7 +25,8 @@ from hdeval.report.results import (
 from hdeval.report.summary import baseline_summary, headline, llm_totals, peer_summary
 
 
-def main() -> None:
+def run(params: Params) -> None:
+    del params  # the report reads the stages' outs only
     evaluation = ws.read_json(ws.EVALUATE / "metrics.json")
     table = pd.read_csv(ws.BASELINES / "compare.csv")
     dhp = ws.read_json(ws.DHP / "summary.json")
@@ -63,5 +68,27 @@ def main() -> None:
     print(run_summary(metrics, str(ws.BUNDLE)))
 
 
+STAGE = Stage(
+    "report",
+    run,
+    deps=(
+        "work/prepared/rows.jsonl",
+        EVERY_LAYER,
+        "work/evaluate",
+        "work/tune/best_params.json",
+        "work/baselines",
+        "work/dhp",
+        "work/acceptance.json",
+        "work/explain",
+        "plots/explain",
+    ),
+    outs=(
+        Out("metrics.json", cache=False),
+        Out("results.md", cache=False),
+        Out("report.html", cache=False),
+    ),
+    metrics=(Out("headline.json", cache=False),),
+)
+
 if __name__ == "__main__":
-    ws.run_stage("report", main)
+    STAGE.main()

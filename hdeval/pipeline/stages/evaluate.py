@@ -3,42 +3,41 @@
 out-of-fold predictions of the bundle and of its ablations, and their agreement with the human
 scores over all rows, with document-bootstrap CIs."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import pandas as pd
 
 from hdeval import workspace as ws
 from hdeval.data import load_labels
 from hdeval.llm.judge import open_judge
-from hdeval.params import load_params
+from hdeval.params import Params
+from hdeval.pipeline.stages.base import EVERY_LAYER, Out, Stage
+from hdeval.pipeline.stages.final_layer import FinalLayer
 from hdeval.report.results import agreement_line, evaluation_plots
 from hdeval.report.summary import layer_summary, machine, stage_cost
-from hdeval.scoring.columns import UNCONDITIONED, Profile
-from hdeval.scoring.criterion_scorer import CriterionScorer
+from hdeval.scoring.columns import UNCONDITIONED
 from hdeval.training.crossfit import cross_fit
 from hdeval.training.fit import agreements
-from hdeval.tree.criteria import CriteriaTree
+from hdeval.training.hierarchy import scores_unconditioned
+
+if TYPE_CHECKING:
+    from hdeval.pipeline.scenario import Scenario
 
 
-def main() -> None:
-    params = load_params(ws.PARAMS)
+def run(params: Params) -> None:
     data = params.data
     rows = load_labels(ws.ROWS, data.aspects, data.score_range)
     unseen = load_labels(ws.PREPARED / "test.jsonl", data.aspects, data.score_range)
-    final = ws.layer_dir(params.hierarchy.layers)
-    tree = CriteriaTree.from_yaml(final / "tree.yaml")
-    report = ws.read_json(final / "report.json")
-    # the modes the final layer scored (a server without likelihoods, or mode pruning, drops some)
-    params = params.model_copy(
-        update={"hierarchy": params.hierarchy.model_copy(update={"modes": report["modes"]})}
-    )
-    grown_on = ws.read_features(final / "features.csv")
+    final = FinalLayer.read(params)
+    params = final.params_scored(params)
+    grown_on = ws.read_features(ws.layer_dir(params.hierarchy.layers) / "features.csv")
     judge = open_judge(params.llm)
-    scorer = CriterionScorer(
-        judge, params.task, report["modes"], UNCONDITIONED in grown_on.columns,
-        Profile.of(params.hierarchy),
-    )  # fmt: skip
-    scored = scorer.score(unseen.samples, tree)
+    scorer = final.scorer(judge, params, UNCONDITIONED in grown_on.columns)
+    scored = scorer.score(unseen.samples, final.tree)
     features = pd.concat([grown_on, scored.features]).loc[rows.samples.index]
-    fitted = cross_fit(params, tree, features, rows)
+    fitted = cross_fit(params, final.tree, features, rows)
     out = ws.fresh(ws.EVALUATE)
     features.to_csv(out / "features.csv")
     (out / "predictions").mkdir()
@@ -78,5 +77,34 @@ def main() -> None:
     )
 
 
+def plan(scenario: Scenario) -> None:
+    """Every feature of the final layer for the rows the layers did not score; explain's bundle
+    then reads a subset of these features, all cached."""
+    cost = scenario.cost("evaluate")
+    final = scenario.final
+    if cost.rerun and final is not None:
+        unconditioned = scores_unconditioned(scenario.hierarchy)
+        scorer = final.scorer(scenario.judge, scenario.params, unconditioned)
+        scenario.planner.count(cost, scorer.plan(scenario.test.samples, final.tree))
+
+
+STAGE = Stage(
+    "evaluate",
+    run,
+    deps=("work/prepared", EVERY_LAYER),
+    outs=(Out("work/evaluate"), Out("plots/evaluate", cache=False)),
+    params=(
+        "data.aspects",
+        "data.score_range",
+        "task",
+        "llm",
+        "hierarchy",
+        "aggregator",
+        "evaluate.folds",
+        "evaluate.bootstrap",
+    ),
+    plan=plan,
+)
+
 if __name__ == "__main__":
-    ws.run_stage("evaluate", main)
+    STAGE.main()

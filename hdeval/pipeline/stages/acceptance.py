@@ -2,6 +2,8 @@
 threshold, or when its cross-fitted agreement is below the best same-judge baseline by more than the
 margin; `acceptance.on_failure` decides whether a refusal fails `dvc repro` or only warns."""
 
+from __future__ import annotations
+
 import pandas as pd
 
 from hdeval import workspace as ws
@@ -13,11 +15,11 @@ from hdeval.acceptance import (
     paired_differences,
 )
 from hdeval.data import load_labels
-from hdeval.params import load_params
+from hdeval.params import Params
+from hdeval.pipeline.stages.base import Out, Stage
 
 
-def main() -> None:
-    params = load_params(ws.PARAMS)
+def run(params: Params) -> None:
     settings = params.acceptance
     name = "hdeval"  # the exported bundle in the DHP and comparison tables
     dhp = ws.read_json(ws.DHP / "summary.json")["scorers"][name]
@@ -43,5 +45,19 @@ def main() -> None:
     print("\n".join(enforce(verdicts, settings.on_failure)))
 
 
+STAGE = Stage(
+    "acceptance",
+    run,
+    deps=(
+        "work/prepared/rows.jsonl",
+        "work/baselines/compare.csv",
+        "work/baselines/predictions.csv",
+        "work/dhp/summary.json",
+        "work/dhp/hdeval.csv",
+    ),
+    outs=(Out(str(ws.ACCEPTANCE), cache=False),),
+    params=("data.aspects", "data.score_range", "evaluate", "hierarchy.seed", "acceptance"),
+)
+
 if __name__ == "__main__":
-    ws.run_stage("acceptance", main)
+    STAGE.main()
