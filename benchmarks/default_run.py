@@ -1,7 +1,7 @@
 """Wall time of the default `dvc repro` per stage from an empty LLM cache, its cost per text,
 and what ``hdeval estimate`` said it would cost.
 
-In a temporary copy of the project (dvc.yaml, pipelines/, hdeval/, data/, a params file,
+In a temporary copy of the project (dvc.yaml, hdeval/, data/, a params file,
 ``dvc init --no-scm``) it first runs ``hdeval estimate --json`` on a result cache of its own (so
 the run stays cold), then ``dvc repro`` with a fresh result cache, and prints, per stage: wall
 seconds (from one "Running stage" line to the next), LLM calls and prompt tokens through the
@@ -147,7 +147,7 @@ def texts_per_stage(params_path: Path, metrics: dict) -> dict[str, int]:
 def start_run(root: Path, params: Path, env: dict) -> dict:
     """Copy the project into ``root`` (new), estimate it there, keep the estimate and print it."""
     root.mkdir(parents=True, exist_ok=True)
-    for name in ("dvc.yaml", ".dvcignore", "pipelines", "hdeval", "data"):
+    for name in ("dvc.yaml", ".dvcignore", "hdeval", "data"):
         source = REPO / name
         (shutil.copytree if source.is_dir() else shutil.copy)(source, root / name)
     shutil.copy(params, root / "params.yaml")

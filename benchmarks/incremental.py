@@ -1,6 +1,6 @@
 """Cost of re-running the DVC pipeline as users retrain: wall time and LLM calls per scenario.
 
-In a temporary copy of the project (dvc.yaml, pipelines/, a small SummEval label file, the
+In a temporary copy of the project (dvc.yaml, hdeval/, a small SummEval label file, the
 criteria of the chosen aspects, a shrunken params.yaml, ``dvc init --no-scm``) it runs
 ``dvc repro`` four times, in this order:
 
@@ -107,7 +107,7 @@ def build_project(root: Path, args: argparse.Namespace, base: list[dict], env: d
     The same steps as the project fixture of ``tests/test_pipeline.py`` (tests and benchmarks
     share no importable module), with the sizes of this benchmark.
     """
-    for name in ("dvc.yaml", ".dvcignore", "pipelines", "hdeval"):
+    for name in ("dvc.yaml", ".dvcignore", "hdeval"):
         source = REPO / name
         (shutil.copytree if source.is_dir() else shutil.copy)(source, root / name)
     write_jsonl(root / "labels.jsonl", base)
