@@ -151,6 +151,17 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     layers = {"layer@1", "layer@2", "layer@3"}
     # the stages that import hdeval/scoring re-run; acceptance and report do not read it
     assert changed == layers | {"labels", "train", "evaluate", "explain", "baselines", "dhp"}
+    # model selection alone reads the family gain: the layers stay
+    written = (root / "params.yaml").read_text()
+    gain = yaml.safe_load(written)["hierarchy"]["min_family_gain"]
+    changed_gain = yaml.safe_load(written)
+    changed_gain["hierarchy"]["min_family_gain"] = (gain or 0.0) + 0.01
+    (root / "params.yaml").write_text(yaml.safe_dump(changed_gain, sort_keys=False))
+    try:
+        changed = set(json.loads(_run([dvc, "status", "--json"], root, env).splitlines()[-1]))
+    finally:
+        (root / "params.yaml").write_text(written)
+    assert {"evaluate", "train"} <= changed and not changed & layers
     again = _run([dvc, "repro"], root, env)
     assert "didn't change, skipping" in again
     assert re.findall(r"Running stage '([^']+)'", again) == ["labels"]
