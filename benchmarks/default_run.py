@@ -1,17 +1,17 @@
 """Wall time of the default `dvc repro` per stage from an empty LLM cache, its cost per text,
 and what ``hdeval estimate`` said it would cost.
 
-In a temporary copy of the project (dvc.yaml, pipelines/, hdeval/, data/, a params file,
-``dvc init --no-scm``) it first runs ``hdeval estimate --json`` on a result cache of its own (so
-the run stays cold), then ``dvc repro`` with a fresh result cache, and prints, per stage: wall
-seconds (from one "Running stage" line to the next), LLM calls and prompt tokens through the
-model (the stages' own reports, gathered in ``metrics.json``), seconds and prompt tokens per
-text (layers: training texts; evaluate and baselines: held-out texts; dhp: the perturbed and
-original texts it scored), and the estimate's calls, tokens and minutes beside them (its
-expected case; the most it allows where that differs), with estimate / measured for the LLM
-stages together. The CPU line (``lscpu`` model, bf16/AVX flags) and the judge's precision come
-first. The estimate is printed, and kept in the run's directory as ``estimate.json``, before the
-run starts, so a run stopped part-way still has it. Figures only; nothing is asserted.
+In a temporary copy of the project (dvc.yaml, pipelines/, hdeval/, data/, a params file, ``dvc init
+--no-scm``) it first runs ``hdeval estimate --json`` on a result cache of its own (so the run stays
+cold), then ``dvc repro`` with a fresh result cache, and prints, per stage: wall seconds (from one
+"Running stage" line to the next), LLM calls and prompt tokens through the model (the stages' own
+reports, gathered in ``metrics.json``), seconds and prompt tokens per text (layers: the texts the
+tree was grown on; evaluate: the run's other texts; baselines: every text; dhp: the perturbed and
+original texts it scored), and the estimate's calls, tokens and minutes beside them (its expected
+case; the most it allows where that differs), with estimate / measured for the LLM stages together.
+The CPU line (``lscpu`` model, bf16/AVX flags) and the judge's precision come first. The estimate is
+printed, and kept in the run's directory as ``estimate.json``, before the run starts, so a run
+stopped part-way still has it. Figures only; nothing is asserted.
 
 ``--isa avx2`` holds torch's kernels (ATen, oneDNN, MKL, fbgemm) to AVX2, so that a CPU with
 AVX512 or AMX runs the code paths of an AVX2-only one (``dtype: auto`` then picks plain fp32, as
@@ -40,6 +40,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from floor import Shape, measured_rates, stage_table
 from scoring import cpu_line
 
 REPO = Path(__file__).resolve().parents[1]
@@ -130,18 +131,32 @@ def minutes(seconds: float | None) -> str:
 
 
 def texts_per_stage(params_path: Path, metrics: dict) -> dict[str, int]:
-    """The texts each LLM stage scored: training, held-out, or DHP's originals and copies."""
-    from hdeval.data import load_labels
+    """The texts each LLM stage scored: the tree's share (layers), the rest of the run's rows
+    (evaluate), every row (baselines), or DHP's originals and copies."""
+    from hdeval.data.splitting import load_run_labels
     from hdeval.dhp.runner import rule_perturbed_samples
     from hdeval.params import load_params
 
     params = load_params(params_path)
-    labels = load_labels(params.data.path, params.data.aspects, params.data.score_range)
-    combined = rule_perturbed_samples(labels, params.dhp)
+    combined = rule_perturbed_samples(load_run_labels(params.data), params.dhp)
     rows = metrics["rows"]
-    counts = {f"layer@{n}": rows["train"] for n in range(1, 7)}
-    counts.update(evaluate=rows["test"], baselines=rows["test"], dhp=len(combined))
+    counts = {f"layer@{n}": rows["tree_rows"] for n in range(1, 7)}
+    counts.update(
+        evaluate=rows["all"] - rows["tree_rows"], baselines=rows["all"], dhp=len(combined)
+    )
     return counts
+
+
+def print_floor(seconds: dict[str, float], stages: dict) -> None:
+    """Each LLM stage against the matrix products its prompt tokens need at this CPU's peak
+    (:mod:`floor`), in fp32 and in the judge's precision."""
+    from hdeval.llm.embedded import model_dir
+
+    shape = Shape.of(json.loads((model_dir() / "hf" / "config.json").read_text()))
+    rates = measured_rates(shape)
+    peaks = ", ".join(f"{p} {r / 1e9:.0f} GFLOP/s" for p, r in rates.items())
+    print(f"\nfloor: {shape.flops_per_token / 1e9:.2f} GFLOP per prompt token; peak {peaks}")
+    print("\n".join(stage_table(stages, seconds, shape, rates)))
 
 
 def start_run(root: Path, params: Path, env: dict) -> dict:
@@ -200,7 +215,9 @@ def main() -> None:
     os.chdir(root)  # params name their files relative to the project
     texts = texts_per_stage(root / "params.yaml", metrics)
     print(f"\n{cpu}\njudge: {metrics['llm']['identity']}")
-    print(f"rows: {metrics['rows']['train']} training, {metrics['rows']['test']} held out")
+    rows = metrics["rows"]
+    print(f"rows: {rows['all']} of {rows['documents']} documents, cross-fitted; the tree grown "
+          f"on {rows['tree_rows']}")  # fmt: skip
     print(f"{'stage':<11} {'wall s':>7} {'LLM calls':>9} {'prompt tok':>10} {'texts':>6} "
           f"{'s/text':>7} {'tok/text':>8}")  # fmt: skip
     for name, wall in seconds.items():
@@ -212,6 +229,7 @@ def main() -> None:
     since = " since resuming" if earlier else ""
     print(f"{'total':<11} {total:7.0f}  ({total / 60:.1f} min{since})")
     print_comparison(seconds, stages, predicted)
+    print_floor(seconds, stages)
     if not (args.keep or args.resume):
         shutil.rmtree(root, ignore_errors=True)
 

@@ -1,6 +1,6 @@
 """Cost of re-running the DVC pipeline as users retrain: wall time and LLM calls per scenario.
 
-In a temporary copy of the project (dvc.yaml, pipelines/, a small SummEval label file, the
+In a temporary copy of the project (dvc.yaml, pipelines/, hdeval/, a small SummEval label file, the
 criteria of the chosen aspects, a shrunken params.yaml, ``dvc init --no-scm``) it runs
 ``dvc repro`` four times, in this order:
 

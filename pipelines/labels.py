@@ -1,27 +1,8 @@
-"""Stage labels: a manifest of the sha256 of every label file params name (and of the
-``data.documents`` list), and of the
-published peer's predictions (``evaluate.peer``).
+"""Stage labels of dvc.yaml: a manifest of the sha256 of every label file the params name. What it
+reads, writes and which params it uses are declared in hdeval/pipeline/stages/labels.py, which runs
+it."""
 
-DVC cannot make a list param (``data.new_labels``) or an optional file into deps, so this stage
-runs on every ``dvc repro`` (``always_changed``) and rewrites ``work/labels.json`` and
-``work/peer.json``; ``prepare`` and ``baselines`` depend on them, so they re-run exactly when a
-label or peer file was added, removed or edited, wherever it lives.
-"""
-
-from hdeval import workspace as ws
-from hdeval.params import load_params
-
-
-def main() -> None:
-    params = load_params(ws.PARAMS)
-    data, peer = params.data, params.evaluate.peer
-    manifest = ws.label_manifest(data.input_files())
-    ws.LABELS.parent.mkdir(parents=True, exist_ok=True)
-    ws.write_json(ws.LABELS, manifest)
-    found = peer is not None and peer.path.is_file()
-    ws.write_json(ws.PEER, ws.label_manifest([peer.path]) if found else {"files": []})
-    print(f"label files: {len(manifest['files'])}, peer files: {int(found)}")
-
+from hdeval.pipeline.stages.labels import STAGE
 
 if __name__ == "__main__":
-    ws.run_stage("labels", main)
+    STAGE.main()

@@ -328,11 +328,13 @@ def test_the_dhp_stage_draws_a_references_bundles_originals_from_held_out_docume
     config = DataParams(path=tmp_path / "labels.jsonl", aspects=list(summeval_data.aspects))
     settings = DHPParams(n_texts=2)
 
-    every = dhp_samples(stage_labels(config, False), settings, False)
+    test_rows = tmp_path / "work" / "prepared" / "test.jsonl"
+    every = dhp_samples(stage_labels(config, False, test_rows), settings, False)
     assert len(every) == 2 and held_out in every.index  # reference-free: every document
-    drawn = dhp_samples(stage_labels(config, True), settings, True)
+    drawn = dhp_samples(stage_labels(config, True, test_rows), settings, True)
     assert list(drawn.index) == [held_out]  # the training document is never drawn
-    # the estimate passes the held-out rows of its split (prepare may not have run yet)
+    # the stage passes the file of the held-out rows; the estimate the rows of its split
+    # (prepare may not have run yet)
     split = summeval_data.subset(prepared)
     assert stage_labels(config, True, held_out=split) is split
     assert len(stage_labels(config, False, held_out=split).ids) == len(summeval_data.ids)

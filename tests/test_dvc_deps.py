@@ -1,5 +1,6 @@
-"""dvc.yaml declares every dependency a stage reads, code included, and lists its stages in an
-order that runs; params.yaml = code defaults."""
+"""dvc.yaml is what the stage objects declare (data deps, outs, params keys, the layer list),
+every stage depends on its script and the code it imports, the stages run in an order that works;
+params.yaml = code defaults."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ from pathlib import Path
 
 import yaml
 
-from hdeval.params import Params
-from hdeval.pipeline.stages import stage_commands
+from hdeval.params import Params, load_params
+from hdeval.pipeline.registry import STAGES
+from hdeval.pipeline.runner import stage_commands
+from hdeval.pipeline.stages.base import Out, Stage
+from hdeval.pipeline.stages.layer import HIERARCHY
 from tests.code_deps import REPO, code_closure, code_units
 
 
@@ -16,28 +20,83 @@ def _stages() -> dict:
     return yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
 
 
-def _script(stage: dict) -> str:
-    return stage["cmd"].split()[1]
+def _script(stage: Stage) -> Path:
+    return REPO / stage.script
 
 
-def test_every_stage_depends_on_its_script_and_the_subpackages_it_imports() -> None:
-    for name, stage in _stages().items():
-        stage = stage.get("do", stage)
-        script = _script(stage)
-        code = {d for d in stage["deps"] if d.startswith("hdeval/")}
-        assert script in stage["deps"], name
-        assert code == code_units(code_closure(REPO / script)), name
+def _declared_outs(outs: list) -> dict[str, Out]:
+    found = {}
+    for out in outs:
+        path, options = next(iter(out.items())) if isinstance(out, dict) else (out, {})
+        found[path] = Out(path, options.get("cache", True), options.get("persist", False))
+    return found
+
+
+def test_dvc_yaml_is_what_the_stage_objects_declare() -> None:
+    layers = load_params(REPO / "params.yaml").hierarchy.layers
+    written = _stages()
+    assert list(written) == [stage.name for stage in STAGES]
+    for stage in STAGES:
+        entry = written[stage.name]
+        if stage.per_layer:
+            keys = [str(n) for n in range(1, layers + 1)]
+            assert list(entry["foreach"]) == keys, "the layer list follows hierarchy.layers"
+            previous = ["${data.criteria}", *(f"work/layers/{n}" for n in keys[:-1])]
+            assert [entry["foreach"][k]["prev"] for k in keys] == previous
+            entry = entry["do"]
+        args = " ${key}" if stage.per_layer else ""
+        assert entry["cmd"] == f"python {stage.script}{args}", stage.name
+        data = [d for d in entry["deps"] if not d.startswith(("hdeval/", "pipelines/"))]
+        assert data == stage.inputs(layers), stage.name
+        assert entry.get("params", []) == list(stage.params), stage.name
+        assert _declared_outs(entry.get("outs", [])) == {o.path: o for o in stage.outs}
+        assert _declared_outs(entry.get("metrics", [])) == {o.path: o for o in stage.metrics}
+        assert entry.get("always_changed", False) == stage.always_changed, stage.name
+
+
+def test_every_stage_depends_on_its_script_and_the_code_it_imports() -> None:
+    for stage in STAGES:
+        entry = _stages()[stage.name]
+        deps = entry.get("do", entry)["deps"]
+        code = {d for d in deps if d.startswith(("hdeval/", "pipelines/"))}
+        assert code == {stage.script, *code_units(code_closure(_script(stage)))}, stage.name
+
+
+def test_only_model_selection_reads_the_family_gain() -> None:
+    """Changing ``hierarchy.min_family_gain`` re-runs evaluate and train, not the layers."""
+    assert "hierarchy.min_family_gain" not in HIERARCHY
+    assert {f"hierarchy.{k}" for k in Params.model_fields["hierarchy"].annotation.model_fields} == {
+        *HIERARCHY,
+        "hierarchy.min_family_gain",
+    }
+    reads = {s.name for s in STAGES if {"hierarchy", "hierarchy.min_family_gain"} & set(s.params)}
+    assert reads == {"evaluate", "train"}
 
 
 def test_code_deps_are_subpackages_and_top_level_modules() -> None:
-    units = code_units({"hdeval/__init__.py", "hdeval/errors.py", "hdeval/llm/local.py"})
-    assert units == {"hdeval/__init__.py", "hdeval/errors.py", "hdeval/llm"}
+    units = code_units(
+        {
+            "hdeval/__init__.py",
+            "hdeval/errors.py",
+            "hdeval/llm/local.py",
+            "hdeval/pipeline/stages/dhp.py",
+        }
+    )
+    assert units == {
+        "hdeval/__init__.py",
+        "hdeval/errors.py",
+        "hdeval/llm",
+        "hdeval/pipeline/stages/dhp.py",
+    }
 
 
 def test_closure_follows_lazy_imports_and_packages() -> None:
-    dhp = code_closure(REPO / "pipelines" / "dhp.py")
+    stages = REPO / "hdeval" / "pipeline" / "stages"
+    dhp = code_closure(stages / "dhp.py")
     assert {"hdeval/dhp/__init__.py", "hdeval/dhp/rules.py", "hdeval/scoring/prompts.py"} <= dhp
-    assert "hdeval/scoring/prompts.py" not in code_closure(REPO / "pipelines" / "prepare.py")
+    assert "hdeval/scoring/prompts.py" not in code_closure(stages / "prepare.py")
+    # the estimate's types, imported for type checking only, are no code a stage runs
+    assert "hdeval/pipeline/scenario.py" not in code_closure(stages / "layer.py")
 
 
 def _outs(stage: dict) -> set[str]:

@@ -151,6 +151,17 @@ def test_repro_then_noop_then_new_labels_cost_no_llm_call(project):
     layers = {"layer@1", "layer@2", "layer@3"}
     # the stages that import hdeval/scoring re-run; acceptance and report do not read it
     assert changed == layers | {"labels", "train", "evaluate", "explain", "baselines", "dhp"}
+    # model selection alone reads the family gain: the layers stay
+    written = (root / "params.yaml").read_text()
+    gain = yaml.safe_load(written)["hierarchy"]["min_family_gain"]
+    changed_gain = yaml.safe_load(written)
+    changed_gain["hierarchy"]["min_family_gain"] = (gain or 0.0) + 0.01
+    (root / "params.yaml").write_text(yaml.safe_dump(changed_gain, sort_keys=False))
+    try:
+        changed = set(json.loads(_run([dvc, "status", "--json"], root, env).splitlines()[-1]))
+    finally:
+        (root / "params.yaml").write_text(written)
+    assert {"evaluate", "train"} <= changed and not changed & layers
     again = _run([dvc, "repro"], root, env)
     assert "didn't change, skipping" in again
     assert re.findall(r"Running stage '([^']+)'", again) == ["labels"]
@@ -393,7 +404,7 @@ def test_baseline_gate_refuses_a_bundle_below_a_same_judge_baseline(project):
     if pd.isna(own):  # constant predictions on this tiny split (seen on a bf16 AMX CPU)
         result = _repro_acceptance(root, env, params, gates)
         assert result.returncode != 0
-        assert "it has no held-out dataset pearson" in result.stdout + result.stderr
+        assert "it has no cross-fitted dataset pearson" in result.stdout + result.stderr
         return
     better = [
         s
@@ -408,5 +419,5 @@ def test_baseline_gate_refuses_a_bundle_below_a_same_judge_baseline(project):
     result = _repro_acceptance(root, env, params, {**gates, "baselines": [better[0]]})
     assert result.returncode != 0
     message = result.stdout + result.stderr
-    assert f"baselines refused hdeval: held-out dataset pearson {own:.3f}" in message
+    assert f"baselines refused hdeval: cross-fitted dataset pearson {own:.3f}" in message
     assert f"{better[0]!r}" in message and f"{average[better[0]]:.3f} [" in message

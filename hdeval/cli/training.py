@@ -79,7 +79,7 @@ def train(
     import pandas as pd
 
     from hdeval.data.splitting import load_split
-    from hdeval.pipeline.stages import run_stages
+    from hdeval.pipeline.runner import run_stages
     from hdeval.training.crossfit import outer_folds
     from hdeval.tree.criteria import aspects_tree
 

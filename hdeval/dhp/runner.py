@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from hdeval import workspace as ws
 from hdeval.baselines.registry import TextScorer
 from hdeval.data import LabelledData, load_labels
 from hdeval.data.splitting import load_run_labels
@@ -34,17 +33,17 @@ log = logging.getLogger(__name__)
 
 
 def stage_labels(
-    data: DataParams, with_references: bool, held_out: LabelledData | None = None
+    data: DataParams, with_references: bool, held_out: LabelledData | Path
 ) -> LabelledData:
     """The rows the dhp stage draws its originals from: the rows of the documents the tree never
-    saw (``held_out``, else ``work/prepared/test.jsonl``) for a bundle that reads the
-    references, as its originals are texts of the run (:func:`dhp_samples`); otherwise every
-    row of ``data.path`` in ``data.documents``."""
-    if with_references and held_out is not None:
-        return held_out
-    if with_references:
-        return load_labels(ws.PREPARED / "test.jsonl", data.aspects, data.score_range)
-    return load_run_labels(data)
+    saw (``held_out``, or the file of them) for a bundle that reads the references, as its
+    originals are texts of the run (:func:`dhp_samples`); otherwise every row of ``data.path``
+    in ``data.documents``."""
+    if not with_references:
+        return load_run_labels(data)
+    if isinstance(held_out, Path):
+        return load_labels(held_out, data.aspects, data.score_range)
+    return held_out
 
 
 def dhp_samples(

@@ -1,5 +1,5 @@
-"""Which stages ``dvc repro`` would re-run in a project, as DVC itself reports it, and what the
-finished ones left (a layer's tree and report, the trained bundle).
+"""Which stages ``dvc repro`` would re-run in a project, as DVC itself reports it, and whether a
+finished one's declared outs are there to read.
 
 DVC's status lists the stages whose own deps, params or outs changed; ``dvc repro`` then also
 re-runs every stage downstream of one it re-runs. A stage that runs every time
@@ -16,8 +16,7 @@ from pathlib import Path
 
 from hdeval import workspace as ws
 from hdeval.errors import HDEvalError
-from hdeval.pipeline.stages import stage_commands
-from hdeval.tree.criteria import CriteriaTree
+from hdeval.pipeline.runner import stage_commands
 
 ALWAYS = "always changed"
 
@@ -34,12 +33,10 @@ class ProjectState:
     def reruns(self, stage: str) -> bool:
         return self.rerun is None or stage in self.rerun
 
-    def finished_layer(self, number: int) -> tuple[CriteriaTree, dict] | None:
-        """Layer ``number``'s tree and report where ``dvc repro`` would not re-run it."""
-        folder = self.root / ws.layer_dir(number)
-        if self.reruns(f"layer@{number}") or not (folder / "report.json").is_file():
-            return None
-        return CriteriaTree.from_yaml(folder / "tree.yaml"), ws.read_json(folder / "report.json")
+    def finished(self, stage: str, outs: Sequence[str]) -> bool:
+        """Whether ``dvc repro`` would skip ``stage`` and every out it declares (``outs``) is
+        there to read."""
+        return not self.reruns(stage) and all((self.root / out).exists() for out in outs)
 
 
 def every_stage(root: Path, why: str) -> ProjectState:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Sequence, Set
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import pandas as pd
 
@@ -180,6 +180,27 @@ def usable_modes(params: HierarchyParams, problem: str | None) -> tuple[Hierarch
     return params.model_copy(update={"modes": modes}), {"likelihood features": why}
 
 
+def layer_scorer(
+    judge: CachedJudge,
+    task: TaskSpec,
+    params: HierarchyParams,
+    modes: Sequence[Mode],
+    families: Sequence[str] | None = None,
+) -> CriterionScorer:
+    """The scorer of a layer's texts in ``modes``; ``families`` instead of the params' signal
+    families. The text's own likelihood stays when pruning drops the criterion-conditioned
+    ones: the mode gains are measured with it kept (see mode_gains)."""
+    profile = Profile.of(params)
+    if families is not None:
+        profile = replace(profile, families=tuple(families))
+    return CriterionScorer(judge, task, modes, scores_unconditioned(params), profile)
+
+
+def scores_unconditioned(params: HierarchyParams) -> bool:
+    """Whether the layers score the text's own likelihood, unconditioned by a criterion."""
+    return params.unconditioned and "likelihood" in params.modes
+
+
 @dataclass
 class Layer:
     """One iteration of Algorithm 1: the grown tree, its features, the proxy's report."""
@@ -219,11 +240,7 @@ def run_layer(
     leaves = undecomposed(tree, expand) if number > 1 else []
     final = number == params.layers
     tree = apply_overrides(tree, params.overrides, decomposed=expand, final=final)
-    # the text's own likelihood stays when pruning drops the criterion-conditioned ones: the
-    # mode gains are measured with it kept (see mode_gains)
-    unconditioned = params.unconditioned and "likelihood" in params.modes
-    scorer = CriterionScorer(judge, task, modes, unconditioned, Profile.of(params))
-    run = scorer.score(train.samples, tree, progress=progress)
+    run = layer_scorer(judge, task, params, modes).score(train.samples, tree, progress=progress)
     check_failed_shares(run.features, params.max_failed_share)
     report = proxy_report(run.features, train, tree, number, params, modes, grow)
     return Layer(tree, run, report, leaves)

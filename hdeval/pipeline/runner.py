@@ -36,7 +36,7 @@ def stage_commands(root: Path) -> list[Stage]:
     if not path.is_file():
         raise ConfigError(
             f"{path} not found: hdeval train runs the pipeline of a project checkout "
-            "(dvc.yaml and pipelines/); run it in the project's directory"
+            "(dvc.yaml); run it in the project's directory"
         )
     stages = []
     for name, stage in yaml.safe_load(path.read_text())["stages"].items():
