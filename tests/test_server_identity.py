@@ -284,10 +284,10 @@ def test_prefix_caching_that_the_server_declares_is_refused_for_likelihoods(tmp_
 
 @pytest.mark.parametrize("caches", [True, False])
 def test_prefix_caching_is_found_by_the_same_request_cold_and_warm(caches) -> None:
-    """A server whose /metrics says nothing (or that caches prefixes without saying so): the same
-    echoed request is sent cold and after its prefix was sent. Values that move are refused;
-    values that stay are accepted, and likelihoods are scored."""
-    with VllmDouble(declares=False, caches=caches) as server:
+    """A server without /metrics: the same echoed request is sent cold and after its prefix was
+    sent. Values that move are refused; values that stay are accepted, and likelihoods are
+    scored."""
+    with VllmDouble(declares=None, caches=caches) as server:
         judge = backend(server)
         problem = judge.likelihood_problem()
         if caches:
@@ -297,6 +297,17 @@ def test_prefix_caching_is_found_by_the_same_request_cold_and_warm(caches) -> No
             assert problem is None
             (result,) = judge.loglikelihoods(["x\n"], [("q\n", "A summary.")])
             assert result.ok and result.n_tokens == 3
+        # the fingerprint, the echo probe's two, cold, the prefix, warm (and the item)
+        assert server.hits["POST /v1/completions"] == 6 + (not caches)
+        assert server.hits["GET /metrics"] == 1
+
+
+def test_a_server_that_declares_no_prefix_caching_is_not_probed_further() -> None:
+    """What /metrics says decides: no request is sent twice to find a cache it says it lacks."""
+    with VllmDouble(declares=False) as server:
+        judge = backend(server)
+        assert judge.likelihood_problem() is None
+        assert server.hits["POST /v1/completions"] == 3  # the fingerprint, the echo probe's two
 
 
 def test_metrics_lines_are_read_as_vllm_writes_them() -> None:
