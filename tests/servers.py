@@ -121,16 +121,21 @@ def vllm_dtype() -> str:
 
 
 def vllm_command(
-    weights: Path, port: int, max_model_len: int = 2048, eager: bool = True
+    weights: Path,
+    port: int,
+    max_model_len: int = 2048,
+    eager: bool = True,
+    prefix_caching: bool = False,
 ) -> list[str]:
     """vLLM's OpenAI-compatible server on the CPU, serving ``weights`` (a Hugging Face
     directory) as :data:`MODEL_ALIAS`. Its KV cache is a fixed 1 GiB (about 87,000 tokens of
     this model): on a CPU vLLM otherwise reserves a share of all RAM
     (``--gpu-memory-utilization``), and two servers beside the test process can then exhaust
-    the machine. Prefix caching is off: vLLM's prompt log-probabilities can depend on request
-    order with it on. ``eager`` (the tests' choice) skips compiling the model: on a 2-core
-    AVX2-only CPU compiling took about 2 of the server's 3.4 minutes to start and made the
-    tests' few requests only 5-10 % faster (a throughput benchmark compiles)."""
+    the machine. Prefix caching is off (vLLM's default is on) unless ``prefix_caching``:
+    vLLM's prompt log-probabilities can depend on request order with it on. ``eager`` (the
+    tests' choice) skips compiling the model: on a 2-core AVX2-only CPU compiling took about 2
+    of the server's 3.4 minutes to start and made the tests' few requests only 5-10 % faster (a
+    throughput benchmark compiles)."""
     if not VLLM_PYTHON.is_file():
         raise RuntimeError(
             f"vLLM is not installed in {VLLM_PYTHON.parent.parent}: run scripts/test.sh, which "
@@ -143,7 +148,7 @@ def vllm_command(
         "--dtype", vllm_dtype(),
         "--max-model-len", str(max_model_len),
         "--kv-cache-memory-bytes", "1G",
-        "--no-enable-prefix-caching",
+        "--enable-prefix-caching" if prefix_caching else "--no-enable-prefix-caching",
         *(["--enforce-eager"] if eager else []),
         "--host", "127.0.0.1",
         "--port", str(port),
@@ -152,11 +157,15 @@ def vllm_command(
 
 @contextlib.contextmanager
 def run_vllm_server(
-    weights: Path, max_model_len: int = 2048, startup_timeout: float = 600.0, eager: bool = True
+    weights: Path,
+    max_model_len: int = 2048,
+    startup_timeout: float = 600.0,
+    eager: bool = True,
+    prefix_caching: bool = False,
 ) -> Iterator[tuple[str, subprocess.Popen]]:
     """Start vLLM (:func:`vllm_command`) on a free port; yield its ``/v1`` base URL and
     process."""
     port = free_port()
-    command = vllm_command(weights, port, max_model_len, eager)
+    command = vllm_command(weights, port, max_model_len, eager, prefix_caching)
     with serve("vLLM", command, port, startup_timeout) as served:
         yield served

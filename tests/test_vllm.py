@@ -1,27 +1,32 @@
 """hdeval against a real vLLM server (its CPU build) on 127.0.0.1, serving the embedded judge's
-weights: what the backend reports about the server, scores and likelihoods that agree with the
-embedded backend and do not depend on how many texts are scored at once, likelihoods without the
-end-of-reply marker read off those with it, a text too long for its
+weights: what the backend reports about the server and its fingerprint, scores and likelihoods
+that agree with the embedded backend and do not depend on how many texts are scored at once,
+likelihoods without the end-of-reply marker read off those with it, a text too long for its
 context (a server killed mid-run: test_openai_backend.py, on llama.cpp, which starts in seconds);
 then `dvc repro` of the whole pipeline with the server as the judge, on the SFRES data-to-text
 preset (short texts: the CPU build scores slowly), the likelihood mode with every likelihood
 signal (a whole pipeline on a server's digit scores: test_pipeline_server.py), and ``hdeval
 score`` with the bundle against the same server, in a new process with an empty cache, giving
-the ``evaluate`` stage's scores. One file, so that one server serves every test."""
+the ``evaluate`` stage's scores. One file, so that one server serves every test but one: a
+second server, started with prefix caching on, is refused for likelihoods."""
 
 from __future__ import annotations
 
 import json
+import re
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from hdeval.errors import UnsupportedError
 from hdeval.llm.cache import ResultCache
 from hdeval.llm.judge import CachedJudge
 from hdeval.llm.openai_compat import OpenAICompatibleBackend
+from hdeval.llm.server_fingerprint import FINGERPRINT_TEXT, template_hash
 from hdeval.params import TaskSpec
 from hdeval.scoring.columns import Profile
 from hdeval.scoring.criterion_scorer import CriterionScorer
@@ -75,22 +80,65 @@ def _sfres_rows(n_docs: int) -> list[dict]:
     return [row for group in pairs for row in group]
 
 
-def test_vllm_is_named_by_what_it_reports_and_its_echo_is_accepted(
-    vllm_server, embedded_dir, caplog
-):
+def test_vllm_is_named_by_what_it_reports_and_its_fingerprint(vllm_server, embedded_dir, caplog):
     """Everything vLLM's /v1/models reports about the model is in the identity (its weights
     directory, context length; not its per-request creation time and permission ids), with
-    llm.identity added; no fingerprint of the weights: a warning says a path can go stale."""
+    the name of its fingerprint and llm.identity added, so no warning says a path can go stale.
+    The fingerprint is the server's: its tokens are those of the weights' own tokenizer and chat
+    template, and a second probe of the idle server gives the same values; the echo is
+    accepted, and the probe of a server without prefix caching finds none."""
+    from transformers import AutoTokenizer
+
     backend = _server_backend(vllm_server)
-    assert backend.likelihood_problem() is None  # echo aligned, chat frame from /tokenize
+    started = time.perf_counter()
+    identity = backend.identity  # /models and the fingerprint: the first contact
+    contact = time.perf_counter() - started
+    started = time.perf_counter()
+    assert backend.likelihood_problem() is None  # echo aligned, chat frame, no prefix cache
+    probes = time.perf_counter() - started
     prefix = f"openai-compatible:{vllm_server}:{MODEL_ALIAS}"
-    reported = json.loads(backend.identity.removeprefix(prefix))
+    reported = json.loads(identity.removeprefix(prefix))
     assert reported["root"] == str(embedded_dir) and reported["max_model_len"] == 2048
+    assert reported["fingerprint"] == backend.fingerprint.id
     assert not {"created", "permission", "id", "object"} & set(reported)
     assert backend.max_context == 2047  # one token is left for the reply
-    assert "by their path or hub name only" in caplog.text
+    assert "by their path or hub name only" not in caplog.text
+    tokenizer = AutoTokenizer.from_pretrained(embedded_dir)
+    message = [{"role": "user", "content": FINGERPRINT_TEXT}]
+    ids = tokenizer.apply_chat_template(message, add_generation_prompt=True, tokenize=True)
+    ids = ids["input_ids"] if hasattr(ids, "keys") else ids  # a BatchEncoding in transformers 5
+    assert backend.fingerprint.template == template_hash(list(ids))
+    assert len(backend.fingerprint.logprobs) == len(tokenizer(FINGERPRINT_TEXT)["input_ids"]) - 1
+    started = time.perf_counter()
+    again = backend._probe_fingerprint()
+    fingerprint = time.perf_counter() - started
+    assert again == backend.fingerprint
     named = _server_backend(vllm_server, identity="qwen2.5-0.5b@2026-11")
     assert named.identity == backend.identity + "+qwen2.5-0.5b@2026-11"
+    print(f"first contact {contact:.2f}s, fingerprint {fingerprint:.2f}s, probes {probes:.2f}s")
+
+
+def test_vllm_with_prefix_caching_is_refused_for_likelihoods(embedded_dir):
+    """vLLM started with prefix caching on (its default) declares it on /metrics: likelihoods
+    are refused with one line naming the server and how to start it, and prompt scores are
+    still served. (Its echo of one request cold and after its prefix was cached is printed:
+    vLLM 0.32 reads no cached prefix for a request that asks for prompt log-probabilities.)"""
+    from tests.servers import run_vllm_server
+
+    with run_vllm_server(embedded_dir, prefix_caching=True) as (base_url, _):
+        backend = _server_backend(base_url)
+        problem = backend.likelihood_problem()
+        assert problem is not None and "--no-enable-prefix-caching" in problem
+        assert base_url in problem and "\n" not in problem
+        with pytest.raises(UnsupportedError, match="no-enable-prefix-caching"):
+            backend.loglikelihoods(["x\n"], [("q\n", "A short text.")])
+        segments = prompt_segments(TASK, "An article.", "A summary.")
+        fluency = criterion_prompt(TASK, TREE.lineage(TREE.get("fluency")))
+        assert backend.digit_scores(segments, [fluency])[0].ok
+        started = time.perf_counter()
+        gap = backend._cold_and_warm()
+        seconds = time.perf_counter() - started
+        print(f"cold and warm echo differ by {gap} (None: not at all), probed in {seconds:.2f}s")
 
 
 def test_vllm_scores_and_likelihoods_agree_with_the_embedded_judge(
@@ -273,10 +321,9 @@ def test_whole_pipeline_on_vllm_with_likelihoods(tmp_path, vllm_server, embedded
     assert (features.loc[said, "word.given:_text"] != features.loc[said, "lik:_text"]).all()
     assert features.loc[~said, "vals.given.min:_text"].eq(0).all()
     card = json.loads((root / "models/evaluator/card.json").read_text())
-    reported = {"max_model_len": 2048, "root": str(embedded_dir)}
-    assert card["llm_identity"] == f"openai-compatible:{vllm_server}:{MODEL_ALIAS}" + json.dumps(
-        reported, sort_keys=True, separators=(",", ":")
-    )
+    named = json.loads(card["llm_identity"].removeprefix(f"openai-compatible:{vllm_server}:local"))
+    assert re.fullmatch(r"[0-9a-f]{16}", named.pop("fingerprint"))
+    assert named == {"max_model_len": 2048, "root": str(embedded_dir)}
     assert card["llm_precision"] is None and card["source_free"] and card["length"]
     assert metrics["llm"]["llm_calls"] > 0
 

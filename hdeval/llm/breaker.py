@@ -17,6 +17,10 @@ A server that answers nothing at all for ``llm.timeout`` seconds trips it at onc
 
 Once tripped it stays tripped: :meth:`CircuitBreaker.check` raises
 :class:`~hdeval.errors.JudgeUnavailableError` on every later call, so no further work is sent.
+
+The count of outages in a row is reset when the server answers again: it may have been restarted,
+maybe on other weights. :attr:`CircuitBreaker.resets` counts these resets, so that the backend
+checks the server's identity again after each one before it keeps any answer.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ class CircuitBreaker:
         self.items = self.succeeded = self.failed = self.consecutive = 0
         self.last_failure: str | None = None
         self._message: str | None = None
+        self.resets = 0  # times the server answered again after at least one outage
         self._lock = threading.Lock()
 
     @property
@@ -64,11 +69,14 @@ class CircuitBreaker:
             self.items += 1
             if failure is None:
                 self.succeeded += 1
-                self.consecutive = 0
+                self._answered()
                 return
             self.failed += 1
             self.last_failure = failure
-            self.consecutive = self.consecutive + 1 if outage else 0
+            if outage:
+                self.consecutive += 1
+            else:
+                self._answered()
             why = self._rule_broken()
             if why is not None and self._message is None:
                 self._message = self._compose(why, failure)
@@ -78,7 +86,13 @@ class CircuitBreaker:
         outages in a row starts again, and the item is that item's problem, not the server's:
         it counts towards neither rule."""
         with self._lock:
-            self.consecutive = 0
+            self._answered()
+
+    def _answered(self) -> None:
+        """The server answered: the count of outages in a row is reset (called under the lock)."""
+        if self.consecutive:
+            self.resets += 1
+        self.consecutive = 0
 
     def _rule_broken(self) -> str | None:
         if self.consecutive >= self.max_consecutive:

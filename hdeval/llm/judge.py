@@ -5,7 +5,9 @@ the backend and the cache separately, as lm-evaluation-harness's ``CachingLM`` w
 each request is looked up first, only misses reach the backend, results are stored as soon as
 they arrive, and failures are recorded (and reported) but never served as results, so the next
 run retries them. A cache key is the sha256 of the request kind, the judge's identity and every
-rendered prompt part (:func:`hdeval.llm.cache.cache_key`).
+rendered prompt part (:func:`hdeval.llm.cache.cache_key`). A server's identity names its
+weights by the first fingerprint in this cache that the server's matches
+(:mod:`hdeval.llm.server_fingerprint`): other weights get other keys.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from hdeval.errors import ConfigError, HDEvalError
 from hdeval.invalid_unicode import unicode_problems
 from hdeval.llm.cache import ResultCache, cache_key
 from hdeval.llm.digits import DEFAULT_MIN_MASS
+from hdeval.llm.server_fingerprint import FingerprintBook
 from hdeval.llm.types import DigitScore, LLMBackend, LogLikelihood, TokenCounts
 from hdeval.llm.validity import checked, distribution_problem, mass_problem, readable_likelihood
 from hdeval.params import LLMConfig
@@ -45,6 +48,8 @@ class CachedJudge:
     def __init__(self, backend: LLMBackend, cache: ResultCache | None = None) -> None:
         self.backend = backend
         self.cache = cache if cache is not None else ResultCache()
+        if hasattr(backend, "fingerprint_book"):  # a server named by its fingerprint
+            backend.fingerprint_book = FingerprintBook(self.cache)
         self._opened = time.monotonic()
 
     def __repr__(self) -> str:

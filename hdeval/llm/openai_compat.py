@@ -7,7 +7,8 @@ with exponential backoff. An item that still fails, or whose reply cannot be rea
 becomes a :class:`DigitScore` failure with the reason; no score is ever invented.
 
 Before its first request the backend asks the server once, without retries, what it serves
-(``GET /models``: :mod:`hdeval.llm.server_models` names the judge by it). A server that keeps
+(``GET /models``: :mod:`hdeval.llm.server_models` names the judge by it, and by a vLLM
+server's fingerprint, taken again whenever the server answers after an outage). A server that keeps
 failing trips a :class:`~hdeval.llm.breaker.CircuitBreaker`, and one that answers nothing for
 ``llm.timeout`` seconds trips it at once (:mod:`hdeval.llm.server_http`): the run stops with
 :class:`~hdeval.errors.JudgeUnavailableError` instead of paying every remaining item's retries.
@@ -16,7 +17,8 @@ its own tokens (:mod:`hdeval.llm.server_context`); a prompt the server still ref
 is that item's failure, not an outage.
 
 Log-likelihoods use the legacy ``/v1/completions`` endpoint with ``echo=True``
-(:mod:`hdeval.llm.server_likelihood`).
+(:mod:`hdeval.llm.server_likelihood`), refused on a vLLM server that caches prompt prefixes
+(:mod:`hdeval.llm.prefix_cache`).
 
 The API key is read from an environment variable only. It, and any credentials in the server URL
 (``user:password@``, ``?api_key=``), are scrubbed from every failure reason, log line and error
@@ -37,6 +39,7 @@ from typing import Any
 from hdeval.errors import ConfigError, HDEvalError
 from hdeval.llm.breaker import CircuitBreaker
 from hdeval.llm.digits import DEFAULT_MIN_MASS, digit_score
+from hdeval.llm.prefix_cache import PrefixCacheProbe
 from hdeval.llm.server_context import ServerContext, ServerTokens
 from hdeval.llm.server_errors import describe_failure, is_context_error, is_outage
 from hdeval.llm.server_http import ServerStalled, open_client
@@ -51,7 +54,7 @@ log = logging.getLogger(__name__)
 _MAX_DETAIL = 300
 
 
-class OpenAICompatibleBackend(ServedModel, ServerContext, EchoLikelihood):
+class OpenAICompatibleBackend(ServedModel, ServerContext, EchoLikelihood, PrefixCacheProbe):
     """An LLM judge behind an OpenAI-compatible server: ``/v1/chat/completions`` for scores and
     generation, ``/v1/completions`` for log-likelihoods where the server supports them."""
 
@@ -115,6 +118,8 @@ class OpenAICompatibleBackend(ServedModel, ServerContext, EchoLikelihood):
         self._pool_lock = threading.Lock()
         self._reached = False
         self._reach_lock = threading.Lock()
+        self._checked_resets = 0  # the breaker's resets after which the identity was checked
+        self._recheck_lock = threading.Lock()
         self._chat_frame = chat_frame
         self._frame_asked = chat_frame is not None
         self._probed = False
@@ -155,10 +160,25 @@ class OpenAICompatibleBackend(ServedModel, ServerContext, EchoLikelihood):
 
     def _each(self, one: Callable[[Any], Any], jobs: Sequence[Any]) -> list[Any]:
         """``one`` of every job, in order, on the worker threads (a single job on this one);
-        then raise :class:`JudgeUnavailableError` if the breaker tripped meanwhile."""
+        then raise :class:`JudgeUnavailableError` if the breaker tripped meanwhile, or if the
+        server answered again after an outage serving other weights (:meth:`_answers_kept`)."""
         results = [one(jobs[0])] if len(jobs) == 1 else list(self._executor().map(one, jobs))
-        self.breaker.check()
+        self._answers_kept()
         return results
+
+    def _answers_kept(self) -> None:
+        """Raise :class:`JudgeUnavailableError` if the breaker has tripped. Where the server
+        answered again after an outage, first check that it serves what it served before
+        (:meth:`~hdeval.llm.server_models.ServedModel.recheck_identity`): once per reset of the
+        breaker, every call that ends after it waiting for the check."""
+        self.breaker.check()
+        if self.breaker.resets > self._checked_resets:
+            with self._recheck_lock:
+                resets = self.breaker.resets
+                if resets > self._checked_resets:
+                    self.recheck_identity()
+                    self._checked_resets = resets
+            self.breaker.check()
 
     # ----------------------------------------------------------------- helpers
     def _scrub(self, text: str) -> str:
@@ -222,6 +242,7 @@ class OpenAICompatibleBackend(ServedModel, ServerContext, EchoLikelihood):
         with self._reach_lock:
             if not self._reached:
                 self._ask_models()
+                self._take_fingerprint()
                 self._reached = True
 
     # ----------------------------------------------------------------- scoring
@@ -294,4 +315,5 @@ class OpenAICompatibleBackend(ServedModel, ServerContext, EchoLikelihood):
             self.breaker.check()
             raise HDEvalError(f"generation with {self.identity} returned no text")
         self.breaker.record(None)
+        self._answers_kept()
         return text.strip()

@@ -4,10 +4,10 @@ model's chat frame around the user message, then the continuation as the reply.
 
 Whether the server's echo can be trusted is probed once
 (:meth:`EchoLikelihood.supports_likelihood`): llama.cpp's shifted echo is refused, vLLM's is
-accepted. The chat frame is asked of the server (llama.cpp's ``/apply-template``, vLLM's
-``/tokenize``) unless it was given. An item that fails (a prompt longer than the server's
-context, an error that outlived the retries) is a :class:`~hdeval.llm.types.LogLikelihood`
-failure: one bad item never stops the others.
+accepted unless it caches prompt prefixes (:mod:`hdeval.llm.prefix_cache`). The chat frame is
+asked of the server (llama.cpp's ``/apply-template``, vLLM's ``/tokenize``) unless it was
+given. An item that fails (a prompt longer than the server's context, an error that outlived the
+retries) is a :class:`~hdeval.llm.types.LogLikelihood` failure: one bad item never stops the others.
 """
 
 from __future__ import annotations
@@ -62,8 +62,9 @@ class EchoLikelihood:
     _chat_frame: tuple[str, str] | None
 
     def supports_likelihood(self) -> bool:
-        """Whether the server's echoed prompt log-probabilities line up with their tokens and the
-        model's chat frame is known; probed once (two tiny completions), then remembered."""
+        """Whether the server's echoed prompt log-probabilities line up with their tokens, the
+        model's chat frame is known and (vLLM) no prefix cache changes them; probed once (two
+        tiny completions, and three of about 300 tokens on vLLM), then remembered."""
         return self.likelihood_problem() is None
 
     def likelihood_problem(self) -> str | None:
@@ -71,7 +72,9 @@ class EchoLikelihood:
         with self._probe_lock:
             if not self._probed:
                 self._ready()
-                self._likelihood_problem = self._probe_echo() or self._frame_problem()
+                self._likelihood_problem = (
+                    self._probe_echo() or self._frame_problem() or self._prefix_cache_problem()
+                )
                 self._probed = True
             return self._likelihood_problem
 

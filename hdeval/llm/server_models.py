@@ -5,9 +5,14 @@ Everything the server reports about the model alias goes into the identity: vLLM
 (its weights directory or hub name), ``parent`` and ``max_model_len``, llama.cpp's ``meta``, a
 weights fingerprint where a server gives one; only bookkeeping that says nothing about the
 weights, or changes on every request (vLLM's ``created`` time and permission ids), is left out.
-``llm.identity`` is added to it, never put in its place. A server that reports nothing about
-the weights, or only their path or name, is named the same after its weights change: a warning
-says what can go stale, unless ``llm.identity`` names the weights.
+``llm.identity`` is added to it, never put in its place. A vLLM server is fingerprinted too
+(:mod:`hdeval.llm.server_fingerprint`: its tokenizer, chat template and the log-probabilities
+of a fixed text) at the first contact of a run and again whenever it answers after an outage
+(the breaker's reset): other weights at the same path get another name, so their scores are
+never read from, or written to, the old weights' cache entries, and weights that change mid-run
+stop the run before any of their answers is kept. A server that reports nothing about the
+weights, or only their path or name, and gives no fingerprint is named the same after its
+weights change: a warning says what can go stale, unless ``llm.identity`` names the weights.
 """
 
 from __future__ import annotations
@@ -17,6 +22,15 @@ import logging
 import re
 from typing import Any
 
+from hdeval.errors import JudgeUnavailableError
+from hdeval.llm.server_errors import REFUSES_EVERY_REQUEST, is_outage
+from hdeval.llm.server_fingerprint import (
+    FINGERPRINT_TEXT,
+    Fingerprint,
+    FingerprintBook,
+    probe_values,
+    template_hash,
+)
 from hdeval.llm.urls import mask_secrets
 
 log = logging.getLogger(__name__)
@@ -43,10 +57,24 @@ def reported_fields(models: Any, alias: str) -> tuple[dict[str, Any] | None, lis
     return found, listed
 
 
-def server_identity(server: str, alias: str, reported: dict[str, Any], given: str | None) -> str:
-    """``openai-compatible:<server>:<alias>``, then what the server reports (canonical JSON),
-    then ``+<llm.identity>``."""
+def serves_like_vllm(reported: dict[str, Any]) -> bool:
+    """Whether ``/models`` reports what vLLM does (``root`` and ``max_model_len``): such a server
+    is fingerprinted, and probed for prefix caching before it scores likelihoods."""
+    return "root" in reported and "max_model_len" in reported
+
+
+def server_identity(
+    server: str,
+    alias: str,
+    reported: dict[str, Any],
+    given: str | None,
+    fingerprint: str | None = None,
+) -> str:
+    """``openai-compatible:<server>:<alias>``, then what the server reports with the name of its
+    fingerprint where it has one (canonical JSON), then ``+<llm.identity>``."""
     identity = f"openai-compatible:{server}:{alias}"
+    if fingerprint is not None:
+        reported = {**reported, "fingerprint": fingerprint}
     if reported:
         identity += json.dumps(reported, sort_keys=True, separators=(",", ":"), default=str)
     if given:
@@ -80,13 +108,18 @@ class ServedModel:
     """The ``GET /models`` part of :class:`~hdeval.llm.openai_compat.OpenAICompatibleBackend`:
     what the server reports, and the identity built from it.
 
-    It uses the backend's client, model, server name, breaker, timeout, secrets, ``_ready`` and
-    ``_describe``.
+    It uses the backend's client, model, server name, breaker, timeout, secrets, ``_ready``,
+    ``_describe``, ``_post_root`` and ``_echo``.
     """
 
     _identity: str | None
     _given_identity: str | None
     reported: dict[str, Any]
+    #: What the server's fingerprint was at the first contact (None: it gives none).
+    fingerprint: Fingerprint | None = None
+    #: Where the fingerprints seen of each server are kept (set by the cached judge).
+    fingerprint_book: FingerprintBook | None = None
+    _fingerprint_name: str | None = None
 
     @property
     def identity(self) -> str:
@@ -95,14 +128,80 @@ class ServedModel:
         ``llm.identity`` where given. Asked of the server once (``GET /models``)."""
         if self._identity is None:
             self._ready()
-            given = self._given_identity
-            if given is None and (
-                stale := staleness_warning(self.server, self.model, self.reported)
+            given, name = self._given_identity, self._fingerprint_name
+            if (
+                given is None
+                and name is None
+                and (stale := staleness_warning(self.server, self.model, self.reported))
             ):
                 log.warning(stale)
-            named = server_identity(self.server, self.model, self.reported, given)
+            named = server_identity(self.server, self.model, self.reported, given, name)
             self._identity = mask_secrets(named, self._secrets)
         return self._identity
+
+    def _take_fingerprint(self) -> None:
+        """Fingerprint a vLLM server (once, at the first contact) and name its weights: by the
+        first fingerprint in :attr:`fingerprint_book` that this one matches, else by its own."""
+        if not serves_like_vllm(self.reported):
+            return
+        found = self._probe_fingerprint()
+        if found is None:
+            return
+        self.fingerprint = found
+        book = self.fingerprint_book
+        if book is None:
+            self._fingerprint_name = found.id
+            return
+        base = server_identity(self.server, self.model, self.reported, self._given_identity)
+        self._fingerprint_name = book.name(mask_secrets(base, self._secrets), found)
+
+    def _probe_fingerprint(self) -> Fingerprint | None:
+        """The server's fingerprint, or None where it gives none (an endpoint it lacks, a reply
+        that cannot be read: a warning says why). No answer trips the breaker and raises."""
+        try:
+            message = [{"role": "user", "content": FINGERPRINT_TEXT}]
+            body = {"model": self.model, "messages": message, "add_generation_prompt": True}
+            ids = self._post_root("/tokenize", body)["tokens"]
+            if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
+                raise ValueError("/tokenize answered no list of token ids")
+            echo = self._echo(FINGERPRINT_TEXT)
+            prompt = [
+                v
+                for v, o in zip(echo.logprobs, echo.offsets, strict=True)
+                if o < len(FINGERPRINT_TEXT)
+            ]
+            return Fingerprint(template_hash(ids), probe_values(tuple(prompt)))
+        except JudgeUnavailableError:
+            raise
+        except Exception as exc:
+            reason = self._describe(exc, retries=0)
+            status = getattr(exc, "status_code", 500)
+            if is_outage(exc) and status not in REFUSES_EVERY_REQUEST:  # not a missing endpoint
+                self.breaker.trip(f"the fingerprint probe of {self.server} failed", reason)
+                self.breaker.check()
+            log.warning(
+                "the judge at %s gives no fingerprint of its weights: %s", self.server, reason
+            )
+            return None
+
+    def recheck_identity(self) -> None:
+        """Fingerprint the server again (it answers after an outage: it may have been restarted
+        on other weights). Weights other than the first contact's, or no fingerprint, trip the
+        breaker: the answers of the call at hand are not kept, and the next run names the new
+        weights by their own fingerprint."""
+        if self.fingerprint is None:
+            return
+        found = self._probe_fingerprint()
+        change = (
+            "it gives no fingerprint now" if found is None else self.fingerprint.difference(found)
+        )
+        if change is not None:
+            self.breaker.trip(
+                f"it answers again after an outage, but {change}: the answers since are not "
+                "kept, and the next run names the new weights by their own fingerprint",
+                f"the server's fingerprint changed: {change}",
+            )
+        self.breaker.check()
 
     def _ask_models(self) -> None:
         """One ``GET /models`` without retries. No answer at all is fatal; so is a failed one

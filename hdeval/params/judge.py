@@ -63,11 +63,12 @@ class LLMConfig(Section):
     """Refuse a bundle trained with the same judge in another precision instead of warning."""
     identity: str | None = Field(None, min_length=1)
     """openai: a name of the served weights, added to what the server reports about them
-    (vLLM: ``root`` and ``max_model_len``) in every cache key and bundle card. Set something
-    that changes with the weights, e.g. ``qwen2.5-7b-instruct-q4_k_m@2026-11``, where the server
-    reports nothing (llama.cpp, hosted APIs: a warning says so) or only a path (vLLM): new
-    weights behind the same name or path would reuse cached scores of the old ones. A server
-    without ``/v1/models`` is used only with it."""
+    (vLLM: ``root``, ``max_model_len`` and the server's fingerprint, which changes with new
+    weights at the same path) in every cache key and bundle card. Set something that changes
+    with the weights, e.g. ``qwen2.5-7b-instruct-q4_k_m@2026-11``, where the server reports
+    nothing (llama.cpp, hosted APIs: a warning says so): new weights behind the same name would
+    reuse cached scores of the old ones. A server without ``/v1/models`` is used only with
+    it."""
 
     @field_validator("base_url")
     @classmethod
