@@ -36,7 +36,8 @@ def _completed(storage) -> int:
 
 def _write_layer(root, identity: str) -> None:
     """work/layers/3 as the layer stage writes it (tree, features of the tree's rows, report) and
-    work/evaluate/features.csv as evaluate does (every row of the run on the final tree)."""
+    work/evaluate as evaluate does (every row of the run on the final tree, the cross-fitted
+    predictions)."""
     layer = root / "work" / "layers" / "3"
     layer.mkdir(parents=True)
     tree = CriteriaTree.from_yaml(root / "aspects.yaml")
@@ -49,8 +50,11 @@ def _write_layer(root, identity: str) -> None:
     features = pd.DataFrame(rng.normal(size=(len(ids), len(columns))), index=ids, columns=columns)
     tree_rows = jsonl_ids(root / "work" / "prepared" / "train.jsonl")
     features.loc[tree_rows].to_csv(layer / "features.csv")
-    (root / "work" / "evaluate").mkdir(parents=True)
-    features.to_csv(root / "work" / "evaluate" / "features.csv")
+    evaluate = root / "work" / "evaluate"
+    (evaluate / "predictions").mkdir(parents=True)
+    features.to_csv(evaluate / "features.csv")
+    predicted = pd.DataFrame({"coherence": rng.uniform(1, 5, len(ids))}, index=ids)
+    predicted.to_csv(evaluate / "predictions" / "hdeval.csv")  # the interval widths' errors
     report = {"llm_identity": identity, "modes": ["prompt", "likelihood"]}
     (layer / "report.json").write_text(json.dumps(report))
 
