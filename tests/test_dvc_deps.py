@@ -143,3 +143,16 @@ def test_params_yaml_equals_the_code_defaults() -> None:
     assert written["data"].pop("documents") == "data/summeval/development_documents.txt"
     assert Params.model_validate(written) == Params()
     assert set(written) == set(Params.model_fields)
+
+
+def test_every_preset_holds_every_params_key_a_stage_declares() -> None:
+    """DVC refuses a stage whose declared params key is missing from the params file, so each
+    preset must hold every key the stages declare (a section name: the section)."""
+    for preset in sorted((REPO / "params").glob("*.yaml")):
+        written = yaml.safe_load(preset.read_text())
+        for stage in STAGES:
+            for key in stage.params:
+                node = written
+                for part in key.split("."):
+                    assert isinstance(node, dict) and part in node, (preset.name, stage.name, key)
+                    node = node[part]
