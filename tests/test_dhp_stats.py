@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from hdeval.data import load_labels, save_labels
 from hdeval.dhp.benchmark import (
     DHPResult,
+    _perturbation_row,
     best_rated_samples,
     failed_perturbations,
     plot_dhp,
@@ -242,6 +243,20 @@ def test_run_dhp_table_matches_hand_numbers(fake_result):
     assert result.D_avg == pytest.approx(discernment(p_del) / 2)
     assert result.D_min == 0.0 and result.D_min_ew == 0.0
     assert result.D_avg_ew == pytest.approx(discernment(p_ew) / 2)
+
+
+def test_lower_mean_is_the_share_whose_mean_over_metrics_fell():
+    """``lower_mean`` counts a text whose mean over the metrics fell, even where one metric rose:
+    the share a user reads for "scored lower" (per-metric shares say less)."""
+    original = pd.DataFrame({"a": [3.0, 3.0, 3.0, 3.0], "b": [3.0, 3.0, 3.0, 3.0]})
+    # text 0: a -1, b +0.5 (mean falls); text 1: a +1, b -0.5 (mean rises); 2: both fall;
+    # text 3: a -1, b +1 (mean equal: not lower)
+    perturbed = pd.DataFrame({"a": [2.0, 4.0, 2.5, 2.0], "b": [3.5, 2.5, 2.5, 4.0]})
+    row = _perturbation_row(
+        SentenceReorder("minor"), original, perturbed, ["a", "b"], {"a": 0.5, "b": 0.5}
+    )
+    assert row["lower:a"] == 0.75 and row["lower:b"] == 0.5
+    assert row["lower_mean"] == 0.5
 
 
 def test_run_dhp_probe_reported_not_averaged(fake_result):

@@ -26,6 +26,7 @@ from hdeval.dhp.rules import (
     CharacterDeletion,
     FirstHalf,
     InstructionInjection,
+    Negation,
     RandomTypos,
     Replacement,
     SentenceReorder,
@@ -197,6 +198,17 @@ def test_first_half_keeps_the_first_half_of_the_words():
     assert FirstHalf().apply("Too short .", 0).text is None
 
 
+def test_negation_puts_not_after_one_sentences_first_auxiliary():
+    text = "The bridge was built in 2001. It can carry trucks that are heavy."
+    negated = {Negation().apply(text, seed).text for seed in range(20)}
+    assert negated == {
+        "The bridge was not built in 2001. It can carry trucks that are heavy.",
+        "The bridge was built in 2001. It cannot carry trucks that are heavy.",
+    }
+    assert Negation().apply(text, 3).text == Negation().apply(text, 3).text  # seeded
+    assert Negation().apply("Rain fell all day.", 0).reason == "no auxiliary verb to negate"
+
+
 def test_task_sets_follow_dhp_table_2():
     def names(task, llm=True):
         return [p.name for p in perturbations_for(task, llm=llm, probes=False)]
@@ -210,6 +222,7 @@ def test_task_sets_follow_dhp_table_2():
         "reorder_minor",
         "reorder_major",
         "first_half",
+        "negation",
         "rewrite_insert_minor",
         "rewrite_insert_major",
     ]
@@ -274,7 +287,7 @@ def test_task_sets_follow_dhp_table_2():
 
 def test_default_set_has_all_dhp_perturbations_and_the_probe():
     names = [p.name for p in summary_perturbations()]
-    assert len(names) == 14 and len(set(names)) == 14  # DHP's 12, our first_half, the probe
+    assert len(names) == 15 and len(set(names)) == 15  # DHP's 12, first_half, negation, probe
     assert names[-1] == "instruction_injection"
     levels = [p.level for p in summary_perturbations(probes=False)]
     assert levels == sorted(levels, key=["character", "word", "sentence"].index)
@@ -286,6 +299,7 @@ def test_default_set_has_all_dhp_perturbations_and_the_probe():
         "reorder_minor",
         "reorder_major",
         "first_half",
+        "negation",
     ]
     with pytest.raises(ConfigError):
         CharacterDeletion("medium")  # type: ignore[arg-type]

@@ -126,9 +126,10 @@ class DHPResult:
 
     ``table`` has one row per perturbation (index: name) with its level, severity, method,
     ``probe`` flag, ``n_texts`` (perturbed texts scored), ``n_dropped``, per metric ``p:<m>``,
-    ``lower:<m>`` (the share of texts the perturbation scored lower) and
-    ``delta:<m>`` (mean original minus perturbed score), the combined ``p``/``D`` and
-    ``p_ew``/``D_ew``, and for probes ``D_reward``/``D_reward_ew`` (perturbed scored higher).
+    ``lower:<m>`` (the share of texts the perturbation scored lower), ``lower_mean`` (the share
+    whose mean over the metrics it scored lower), ``delta:<m>`` (mean original minus perturbed
+    score), the combined ``p``/``D`` and ``p_ew``/``D_ew``, and for probes
+    ``D_reward``/``D_reward_ew`` (perturbed scored higher).
     """
 
     scorer: str
@@ -267,6 +268,10 @@ def _perturbation_row(
         row[f"p:{m}"] = p[-1]
         row[f"delta:{m}"] = float(np.mean(a[valid] - b[valid])) if valid.any() else math.nan
         row[f"lower:{m}"] = float(np.mean(b[valid] < a[valid])) if valid.any() else math.nan
+    a, b = original[list(metrics)].to_numpy(float), perturbed[list(metrics)].to_numpy(float)
+    valid = np.isfinite(a).all(axis=1) & np.isfinite(b).all(axis=1)
+    means = a[valid].mean(axis=1), b[valid].mean(axis=1)
+    row["lower_mean"] = float(np.mean(means[1] < means[0])) if valid.any() else math.nan
     w = [ew[m] for m in metrics]
     row["n_pairs"] = min(pairs) if pairs else 0
     row["p"] = harmonic_mean_p(p)

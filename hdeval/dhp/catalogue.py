@@ -14,6 +14,7 @@ from hdeval.dhp.rules import (
     CharacterDeletion,
     FirstHalf,
     InstructionInjection,
+    Negation,
     Perturbation,
     RandomTypos,
     Replacement,
@@ -65,7 +66,7 @@ def perturbations_for(
         ]
         kinds = ["fictional_entities", "grammar"]
         if task == "summarization":
-            rule += [SentenceReorder(s) for s in both] + [FirstHalf()]
+            rule += [SentenceReorder(s) for s in both] + [FirstHalf(), Negation()]
             kinds.append("rewrite_insert")
         elif task == "qa":
             rule.append(Replacement("random_answer"))

@@ -114,9 +114,13 @@ def summary(results: Mapping[str, DHPResult]) -> dict:
 
 
 def _lower_shares(result: DHPResult) -> dict[str, dict[str, float | None]]:
-    """Per perturbation and metric, the share of texts the perturbed copy scored lower."""
+    """Per perturbation and metric, the share of texts the perturbed copy scored lower, and
+    (``mean``) the share whose mean over the metrics it scored lower."""
     return {
-        name: {m: _finite(row[f"lower:{m}"]) for m in result.metrics if f"lower:{m}" in row}
+        name: {
+            **{m: _finite(row[f"lower:{m}"]) for m in result.metrics if f"lower:{m}" in row},
+            **({"mean": _finite(row["lower_mean"])} if "lower_mean" in row else {}),
+        }
         for name, row in result.table.iterrows()
     }
 

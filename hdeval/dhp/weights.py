@@ -13,19 +13,20 @@ from hdeval.errors import ConfigError
 #: character noise and grammar errors hurt fluency; fictional entities hurt consistency; reordering
 #: hurts coherence; reworded insertions with unsupported details hurt consistency, relevance (extra
 #: content) and coherence (redundancy); a summary cut to its first half (our test, not DHP's) hurts
-#: relevance, and coherence a little. Story endings (coherence, consistency, fluency): noise and
-#: grammar hurt fluency; a fictional entity breaks consistency with the story; another story's
-#: ending breaks coherence and consistency alike, the data set's wrong ending (plausible, but
-#: contradicting the story) mostly consistency. Answers have one metric (answer quality), which gets
-#: weight 1 anyway: no table needed. Translations (MQM accuracy, fluency): noise and grammar hurt
-#: fluency; deleted words are omissions and fictional entities mistranslations, both accuracy
-#: errors. Dialogue responses (Topical-Chat's USR aspects) and data-to-text sentences (SFRES/SFHOT)
-#: are not DHP tasks; the weights are ours too. Dialogue: character noise and grammar errors hurt
-#: naturalness (and understandability); reordering the sentences of a reply hurts coherence with the
-#: conversation; a fictional entity is knowledge the fact does not ground. Data-to-text: noise and
-#: grammar hurt naturalness; deleted words and fictional entities drop or falsify slot values, i.e.
-#: informativeness, as does a sentence cut to its first half. "overall" gets a share of each. The
-#: injection probe weighs every metric equally: rewarding it is a failure.
+#: relevance, and coherence a little; one sentence negated (ours too) hurts consistency. Story
+#: endings (coherence, consistency, fluency): noise and grammar hurt fluency; a fictional entity
+#: breaks consistency with the story; another story's ending breaks coherence and consistency alike,
+#: the data set's wrong ending (plausible, but contradicting the story) mostly consistency. Answers
+#: have one metric (answer quality), which gets weight 1 anyway: no table needed. Translations (MQM
+#: accuracy, fluency): noise and grammar hurt fluency; deleted words are omissions and fictional
+#: entities mistranslations, both accuracy errors. Dialogue responses (Topical-Chat's USR aspects)
+#: and data-to-text sentences (SFRES/SFHOT) are not DHP tasks; the weights are ours too. Dialogue:
+#: character noise and grammar errors hurt naturalness (and understandability); reordering the
+#: sentences of a reply hurts coherence with the conversation; a fictional entity is knowledge the
+#: fact does not ground. Data-to-text: noise and grammar hurt naturalness; deleted words and
+#: fictional entities drop or falsify slot values, i.e. informativeness, as does a sentence cut to
+#: its first half. "overall" gets a share of each. The injection probe weighs every metric equally:
+#: rewarding it is a failure.
 EXPERT_WEIGHTS: dict[str, dict[str, dict[str, float]]] = {
     "summarization": {
         "deletion": {"fluency": 0.7, "coherence": 0.2, "relevance": 0.1},
@@ -35,6 +36,7 @@ EXPERT_WEIGHTS: dict[str, dict[str, dict[str, float]]] = {
         "reorder": {"coherence": 0.9, "fluency": 0.1},
         "rewrite_insert": {"consistency": 0.4, "relevance": 0.3, "coherence": 0.3},
         "first_half": {"relevance": 0.8, "coherence": 0.2},
+        "negation": {"consistency": 0.9, "coherence": 0.1},
         "instruction_injection": {
             "coherence": 0.25,
             "consistency": 0.25,

@@ -182,7 +182,11 @@ def run_section(title: str, setup: str, metrics: Mapping) -> str:
         lines.append(f"- Gate {gate_name}: {state}.")
     cut = dhp.get("hdeval", {}).get("lower", {}).get("first_half")
     if cut:
-        shares = ", ".join(f"{m} {100 * v:.0f} %" for m, v in cut.items() if v is not None)
+        shares = ", ".join(
+            f"{'mean of aspects' if m == 'mean' else m} {100 * v:.0f} %"
+            for m, v in cut.items()
+            if v is not None
+        )
         lines.append(f"- The text cut to its first half scored lower than the whole: {shares}.")
     failed = dhp.get("hdeval", {}).get("failed") or []
     missed = [name for name in failed if name != INJECTION_PROBE]
