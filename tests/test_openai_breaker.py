@@ -4,16 +4,16 @@ one that takes requests but never answers them)."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from hdeval.errors import HDEvalError, JudgeUnavailableError
 from hdeval.llm.openai_compat import OpenAICompatibleBackend
+from tests.http_double import HttpDouble
 from tests.test_openai_faults import CLIENT_TIMEOUT, SLOW_SECONDS, FaultServer
 
 
@@ -161,48 +161,27 @@ def test_config_fields_reach_the_breaker() -> None:
         OpenAICompatibleBackend("http://h/v1", model="m", max_consecutive_failures=0)
 
 
-class HangServer:
+class HangServer(HttpDouble):
     """A real HTTP server on 127.0.0.1 that answers ``GET /v1/models`` and takes completion
     requests, but never answers one (it holds them until the test ends)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.posts = 0
         self.release = threading.Event()
-        owner = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    def get(self, handler: BaseHTTPRequestHandler) -> None:
+        self.send(handler, 200, {"object": "list", "data": [{"id": "hang", "object": "model"}]})
 
-            def log_message(self, format: str, *args: object) -> None:
-                pass
+    def post(self, handler: BaseHTTPRequestHandler, body: dict) -> None:
+        with self.lock:
+            self.posts += 1
+        self.release.wait()  # taken, never answered
+        handler.close_connection = True
 
-            def do_GET(self) -> None:
-                body = json.dumps({"object": "list", "data": [{"id": "hang", "object": "model"}]})
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body.encode())
-
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers["Content-Length"]))
-                owner.posts += 1
-                owner.release.wait()  # taken, never answered
-                self.close_connection = True
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self) -> HangServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
+    def stop(self) -> None:
         self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().stop()
 
 
 HANG_TIMEOUT = 2.0

@@ -7,17 +7,13 @@ counts requests per scenario, so each test can assert how often the client retri
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
 import re
-import socket
-import threading
 import time
-from collections import Counter
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -26,6 +22,7 @@ from hdeval.llm import LLMBackend
 from hdeval.llm.cache import ResultCache
 from hdeval.llm.judge import CachedJudge
 from hdeval.llm.openai_compat import OpenAICompatibleBackend
+from tests.http_double import HttpDouble
 from tests.servers import free_port
 
 SECRET = "sk-test-0123456789abcdefSECRET"
@@ -68,95 +65,49 @@ def _peaked(digit: str) -> dict[str, float]:
     return top
 
 
-class FaultServer:
-    """A threaded HTTP server whose reply depends on the scenario named in the prompt."""
+class FaultServer(HttpDouble):
+    """A threaded HTTP server whose reply depends on the scenario named in the prompt; ``hits``
+    also counts each chat request under its scenario."""
 
     def __init__(
         self, models_status: int = 200, models_delay: float = 0.0, reports: dict | None = None
     ) -> None:
         """``reports``: more fields of the model's ``/models`` entry (vLLM's root...)."""
+        super().__init__()
         self.models_status = models_status
         self.models_delay = models_delay
         self.reports = reports or {}
         self.longest = 0  # the longest message asked, in UTF-8 bytes
-        self.hits: Counter[str] = Counter()
         self.auth_headers: list[str] = []
-        self.connections: list[socket.socket] = []
-        self.lock = threading.Lock()
-        owner = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-            def setup(self) -> None:
-                super().setup()
-                with owner.lock:
-                    owner.connections.append(self.connection)
-
-            def do_GET(self) -> None:
-                with owner.lock:
-                    owner.hits["GET " + self.path] += 1
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                    owner.list_models(self)
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                if not self.path.endswith("/chat/completions"):
-                    with owner.lock:
-                        owner.hits["POST " + self.path] += 1
-                    FaultServer._send(self, 404, b'{"error": {"message": "no such endpoint"}}')
-                    return
-                text = body["messages"][-1]["content"]
-                match = SCENARIO.search(text)
-                scenario = match.group(1) if match else "ok-3"
-                context = owner.reports.get("max_model_len")  # in bytes, here
-                with owner.lock:
-                    owner.longest = max(owner.longest, len(text.encode()))
-                if context and len(text.encode()) >= context:
-                    scenario = "too-long"
-                with owner.lock:
-                    owner.hits[scenario] += 1
-                    count = owner.hits[scenario]
-                    owner.auth_headers.append(self.headers.get("Authorization", ""))
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                    owner.respond(self, scenario, count, body)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-
-    @staticmethod
-    def _send(
-        handler: BaseHTTPRequestHandler,
-        status: int,
-        payload: bytes,
-        headers: dict[str, str] | None = None,
-        length: int | None = None,
-    ) -> None:
-        handler.send_response(status)
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Content-Length", str(len(payload) if length is None else length))
-        for name, value in (headers or {}).items():
-            handler.send_header(name, value)
-        handler.end_headers()
-        handler.wfile.write(payload)
-
-    def list_models(self, handler: BaseHTTPRequestHandler) -> None:
+    def get(self, handler: BaseHTTPRequestHandler) -> None:
         time.sleep(self.models_delay)
         if self.models_status != 200 or not handler.path.endswith("/models"):
             status = self.models_status if self.models_status != 200 else 404
-            self._send(handler, status, b'{"error": {"message": "not here"}}')
+            self.send(handler, status, {"error": {"message": "not here"}})
             return
         entry = {"id": "fault", "object": "model", "owned_by": "t", **self.reports}
         entry["created"] = time.time_ns()  # it changes on every request (vLLM: every second)
         models = {"object": "list", "data": [entry]}
-        self._send(handler, 200, json.dumps(models).encode())
+        self.send(handler, 200, models)
+
+    def post(self, handler: BaseHTTPRequestHandler, body: dict) -> None:
+        if not handler.path.endswith("/chat/completions"):
+            self.send(handler, 404, {"error": {"message": "no such endpoint"}})
+            return
+        text = body["messages"][-1]["content"]
+        match = SCENARIO.search(text)
+        scenario = match.group(1) if match else "ok-3"
+        context = self.reports.get("max_model_len")  # in bytes, here
+        with self.lock:
+            self.longest = max(self.longest, len(text.encode()))
+        if context and len(text.encode()) >= context:
+            scenario = "too-long"
+        with self.lock:
+            self.hits[scenario] += 1
+            count = self.hits[scenario]
+            self.auth_headers.append(handler.headers.get("Authorization", ""))
+        self.respond(handler, scenario, count, body)
 
     def respond(
         self, handler: BaseHTTPRequestHandler, scenario: str, count: int, body: dict
@@ -164,65 +115,49 @@ class FaultServer:
         fast_retry = {"retry-after-ms": "10"}
         if scenario.startswith("ok-"):
             time.sleep(0.05 * (5 - int(scenario[-1])))  # finish out of order
-            self._send(handler, 200, json.dumps(_completion(_peaked(scenario[-1]))).encode())
+            self.send(handler, 200, _completion(_peaked(scenario[-1])))
         elif scenario == "ratelimit-then-ok":
             if count == 1:
                 error = {"error": {"message": "Rate limit reached", "type": "rate_limit"}}
-                self._send(handler, 429, json.dumps(error).encode(), fast_retry)
+                self.send(handler, 429, error, fast_retry)
             else:
-                self._send(handler, 200, json.dumps(_completion(_peaked("4"))).encode())
+                self.send(handler, 200, _completion(_peaked("4")))
         elif scenario == "always-500":
             # A careless server echoes the credentials back; they must not reach our messages.
             echoed = handler.headers.get("Authorization", "")
             error = {"error": {"message": f"internal error for {echoed}", "type": "server"}}
-            self._send(handler, 500, json.dumps(error).encode(), fast_retry)
+            self.send(handler, 500, error, fast_retry)
         elif scenario == "slow" or (scenario == "slow-once" and count == 1):
             time.sleep(SLOW_SECONDS)
-            self._send(handler, 200, json.dumps(_completion(_peaked("2"))).encode())
+            self.send(handler, 200, _completion(_peaked("2")))
         elif scenario in ("slow-once", "late-ok"):
             time.sleep(CLIENT_TIMEOUT / 2 if scenario == "late-ok" else 0)
-            self._send(handler, 200, json.dumps(_completion(_peaked("2"))).encode())
+            self.send(handler, 200, _completion(_peaked("2")))
         elif scenario == "truncated":
             whole = json.dumps(_completion(_peaked("2"))).encode()
             cut = whole[: len(whole) // 2]
-            self._send(handler, 200, cut)
+            self.send(handler, 200, cut)
         elif scenario == "words":
             top = {"The": 0.5, "This": 0.3, "Sure": 0.15, "3": 0.01}
-            self._send(handler, 200, json.dumps(_completion(top, "The")).encode())
+            self.send(handler, 200, _completion(top, "The"))
         elif scenario == "too-long":
             error = {
                 "message": "This model's maximum context length is 2048 tokens",
                 "code": "context_length_exceeded",
             }
-            self._send(handler, 400, json.dumps({"error": error}).encode())
+            self.send(handler, 400, {"error": error})
         elif scenario in IMPOSSIBLE:  # a broken server: NaN, or a probability above 1
             reply = _completion(_peaked("3"))
             top = reply["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
             top[0]["logprob"] = IMPOSSIBLE[scenario]
-            self._send(handler, 200, json.dumps(reply).encode())
+            self.send(handler, 200, reply)
         elif scenario == "no-logprobs":
-            self._send(handler, 200, json.dumps(_completion(None)).encode())
+            self.send(handler, 200, _completion(None))
         elif scenario == "generate":
             reply = _completion(None, content=f"  echo ({body.get('max_tokens')} tokens)\n")
-            self._send(handler, 200, json.dumps(reply).encode())
+            self.send(handler, 200, reply)
         else:
-            self._send(handler, 404, b'{"error": {"message": "unknown scenario"}}')
-
-    def __enter__(self) -> FaultServer:
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop listening and drop open connections: from now on the port is closed."""
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        with self.lock:
-            for connection in self.connections:
-                with contextlib.suppress(OSError):
-                    connection.shutdown(socket.SHUT_RDWR)
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+            self.send(handler, 404, {"error": {"message": "unknown scenario"}})
 
 
 @pytest.fixture()

@@ -13,13 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import math
 import re
-import threading
-from collections import Counter
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -31,6 +28,7 @@ from hdeval.llm.openai_compat import OpenAICompatibleBackend
 from hdeval.llm.server_likelihood import PROBE_TEXT
 from hdeval.llm.types import LogLikelihood
 from hdeval.llm.validity import readable_likelihood
+from tests.http_double import HttpDouble
 
 # Qwen2.5's chat frame around a user message, as the local backend renders it.
 HEAD = (
@@ -58,56 +56,23 @@ def next_token(prompt: str) -> str:
     return " 7" if prompt.endswith(",") else "\n"
 
 
-class EchoServer:
+class EchoServer(HttpDouble):
     """A threaded HTTP server speaking just enough of ``/v1/completions``."""
 
     def __init__(
         self, frame: str | None = "apply-template", shifted: bool = False, short: str = ""
     ) -> None:
+        super().__init__()
         self.frame = frame
         self.shifted = shifted
         self.short = short  # a prompt ending with it is echoed without its last token
         self.usage = True  # whether replies count their tokens
-        self.hits: Counter[str] = Counter()
         self.prompts: list[str] = []
-        self.lock = threading.Lock()
-        owner = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    def get(self, handler: BaseHTTPRequestHandler) -> None:
+        self.send(handler, 200, {"object": "list", "data": [{"id": "echo"}]})
 
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                with owner.lock:
-                    owner.hits["GET " + self.path] += 1
-                owner.send(self, 200, {"object": "list", "data": [{"id": "echo"}]})
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with owner.lock:
-                    owner.hits["POST " + self.path] += 1
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                    owner.route(self, body)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-
-    @staticmethod
-    def send(handler: BaseHTTPRequestHandler, status: int, payload: dict) -> None:
-        data = json.dumps(payload).encode()
-        handler.send_response(status)
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Content-Length", str(len(data)))
-        handler.end_headers()
-        handler.wfile.write(data)
-
-    def route(self, handler: BaseHTTPRequestHandler, body: dict) -> None:
+    def post(self, handler: BaseHTTPRequestHandler, body: dict) -> None:
         path = handler.path
         rendered = HEAD + "".join(m["content"] for m in body.get("messages", [])) + TAIL
         if path == "/v1/completions":
@@ -157,14 +122,6 @@ class EchoServer:
         if self.usage:
             reply["usage"] = usage
         self.send(handler, 200, {**reply, "choices": [choice]})
-
-    def __enter__(self) -> EchoServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @contextlib.contextmanager

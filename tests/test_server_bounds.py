@@ -33,7 +33,7 @@ class ScriptedServer(EchoServer):
     def __init__(self, script: dict[str, str]) -> None:
         super().__init__()
         self.script = script
-        self.stop = threading.Event()
+        self.closing = threading.Event()
 
     def answer(self, path: str, body: dict) -> dict:
         if path == "/v1/chat/completions":
@@ -47,13 +47,13 @@ class ScriptedServer(EchoServer):
 
     def trickle(self, handler: BaseHTTPRequestHandler, data: bytes) -> None:
         for i in range(80):
-            if self.stop.wait(0.1):
+            if self.closing.wait(0.1):
                 return
             handler.wfile.write(data[i : i + 1])
             handler.wfile.flush()
         handler.close_connection = True
 
-    def route(self, handler: BaseHTTPRequestHandler, body: dict) -> None:
+    def post(self, handler: BaseHTTPRequestHandler, body: dict) -> None:
         path = handler.path
         mode = self.script.get(path, "missing")
         if mode == "503-once" and self.hits["POST " + path] == 1:
@@ -70,14 +70,14 @@ class ScriptedServer(EchoServer):
             handler.wfile.flush()
             self.trickle(handler, json.dumps(self.answer(path, body)).encode())
         elif mode == "silent":
-            self.stop.wait(30)
+            self.closing.wait(30)
             handler.close_connection = True
         else:
             self.send(handler, 404, {"error": {"message": "Not Found"}})
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        super().__exit__(*exc)
+    def stop(self) -> None:
+        self.closing.set()
+        super().stop()
 
 
 @contextlib.contextmanager

@@ -11,15 +11,11 @@ them).
 
 from __future__ import annotations
 
-import contextlib
-import json
 import math
 import re
-import threading
 import zlib
-from collections import Counter
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -29,6 +25,7 @@ from hdeval.llm.cache import ResultCache
 from hdeval.llm.judge import CachedJudge
 from hdeval.llm.openai_compat import OpenAICompatibleBackend
 from hdeval.llm.prefix_cache import declared
+from tests.http_double import HttpDouble
 
 HEAD, TAIL = "<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n"
 WORD = re.compile(r" ?\w+|\s|[^\w\s]")
@@ -45,10 +42,11 @@ def metrics(prefix_caching: bool) -> str:
     )
 
 
-class VllmDouble:
+class VllmDouble(HttpDouble):
     """A threaded HTTP server speaking just enough of vLLM's API (see the module)."""
 
     def __init__(self, declares: bool | None = False, caches: bool = False) -> None:
+        super().__init__()
         self.weights = "v1"
         self.noise = 0.0  # added to every other echoed value (a batch in another order)
         self.template = HEAD
@@ -56,45 +54,6 @@ class VllmDouble:
         self.declares = declares  # what /metrics says of prefix caching (None: no /metrics)
         self.caches = caches  # whether a prefix sent before changes a request's values
         self.seen: set[str] = set()
-        self.hits: Counter[str] = Counter()
-        self.lock = threading.Lock()
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                with owner.lock:
-                    owner.hits["GET " + self.path] += 1
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                    owner.get(self)
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with owner.lock:
-                    owner.hits["POST " + self.path] += 1
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                    owner.post(self, body)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-
-    @staticmethod
-    def send(handler: BaseHTTPRequestHandler, status: int, payload: dict | str) -> None:
-        text = payload if isinstance(payload, str) else json.dumps(payload)
-        data = text.encode()
-        handler.send_response(status)
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Content-Length", str(len(data)))
-        handler.end_headers()
-        handler.wfile.write(data)
 
     def get(self, handler: BaseHTTPRequestHandler) -> None:
         if handler.path == "/v1/models":
@@ -163,14 +122,6 @@ class VllmDouble:
                   "finish_reason": "length"}  # fmt: skip
         reply = {"id": "x", "object": "chat.completion", "created": 0, "model": "local"}
         self.send(handler, 200, {**reply, "choices": [choice]})
-
-    def __enter__(self) -> VllmDouble:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 def backend(server: VllmDouble, **options: object) -> OpenAICompatibleBackend:

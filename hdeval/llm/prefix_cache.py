@@ -21,8 +21,8 @@ import re
 import secrets
 from typing import Any
 
-from hdeval.errors import JudgeUnavailableError
 from hdeval.llm.echo import Echo
+from hdeval.llm.server_errors import probe_failure
 
 #: What a server that caches prefixes is told.
 RESTART = "restart it with --no-enable-prefix-caching to score likelihoods"
@@ -85,13 +85,8 @@ class PrefixCacheProbe:
         try:
             gap = self._cold_and_warm()
         except Exception as exc:
-            import openai
-
-            reason = self._describe(exc)
-            if isinstance(exc, openai.APIConnectionError):  # no answer: nothing learned
-                message = f"the prefix-cache probe of {self.server} got no answer: {reason}"
-                raise JudgeUnavailableError(message) from None
-            return f"the prefix-cache probe of {self.server} failed: {reason}"
+            probe = f"the prefix-cache probe of {self.server}"
+            return f"{probe} failed: {probe_failure(exc, probe, self._describe(exc))}"
         if gap is None:
             return None
         return (

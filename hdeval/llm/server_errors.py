@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+from hdeval.errors import JudgeUnavailableError
+
 RETRIED_STATUS = frozenset({408, 409, 429})  # and every 5xx, as the openai client does
 REFUSES_EVERY_REQUEST = frozenset({401, 403, 404})  # bad key, unknown model, wrong URL
 # How OpenAI, vLLM, llama.cpp and llama-cpp-python word a prompt that exceeds the context.
@@ -31,6 +33,17 @@ def is_outage(exc: Exception) -> bool:
         status = exc.status_code
         return status >= 500 or status in RETRIED_STATUS or status in REFUSES_EVERY_REQUEST
     return False
+
+
+def probe_failure(exc: Exception, probe: str, reason: str) -> str:
+    """``reason``, why ``probe`` (such as "the likelihood probe of URL") failed with ``exc``.
+    A probe that got no answer at all learned nothing of what it checks: it raises
+    :class:`~hdeval.errors.JudgeUnavailableError` instead, naming ``probe``."""
+    import openai
+
+    if isinstance(exc, openai.APIConnectionError):
+        raise JudgeUnavailableError(f"{probe} got no answer: {reason}") from None
+    return reason
 
 
 def describe_failure(exc: Exception, timeout: float, retries: int) -> str:

@@ -27,7 +27,7 @@ from hdeval.llm.echo import (
     generated,
     repeat_problem,
 )
-from hdeval.llm.server_errors import REFUSES_EVERY_REQUEST, is_outage
+from hdeval.llm.server_errors import REFUSES_EVERY_REQUEST, is_outage, probe_failure
 from hdeval.llm.types import LogLikelihood
 
 log = logging.getLogger(__name__)
@@ -114,12 +114,8 @@ class EchoLikelihood:
         except EchoError as exc:
             return str(exc)
         except Exception as exc:
-            import openai
-
-            reason = self._describe(exc)
-            if isinstance(exc, openai.APIConnectionError):  # no answer: nothing learned
-                message = f"the likelihood probe of {self.server} got no answer: {reason}"
-                raise JudgeUnavailableError(message) from None
+            probe = f"the likelihood probe of {self.server}"
+            reason = probe_failure(exc, probe, self._describe(exc))
             return f"/completions with echo=True failed: {reason}"
 
     def _server_root(self) -> str:
