@@ -1,73 +1,36 @@
-"""How many labels do I need? The bundle's held-out agreement against the number of training
-documents, on a fixed held-out set, from a finished run (no LLM call: every score is read from
-the run's outputs).
+"""How many labels do I need? The bundle's cross-fitted r against the number of training
+documents, from a finished run (no LLM call: every feature is read from the run's
+``work/evaluate/features.csv``).
 
-For each size, ``--draws`` random subsets of the run's training documents are drawn; the
-shipped aggregator (its kind, tuned parameters and columns) is refit on each subset's texts and
-scores the run's held-out texts. Prints, per size, the mean held-out Pearson r with the spread
-over draws and the document-bootstrap CI of the first draw, and writes a PNG chart and that
-table as a CSV beside it (docs/results.md shows both).
+Every row is cross-fitted over ``evaluate``'s own outer document folds, as ``evaluate`` does,
+except that each fold's nested model selection (families, feature set, kind, Optuna tuning,
+fallbacks: ``select_and_fit``) and fit see only ``size`` documents drawn among the fold's
+training documents; the fold's held-out rows are predicted as usual
+(:func:`hdeval.training.learning_curve.learning_curve`). Every draw re-runs the nested
+selection in every fold, so a size costs ``--draws`` x ``evaluate.folds`` selections; the time
+each size took is printed. A size above a fold's training documents is skipped, and the size of
+every fold's whole training set (64 of 80 documents in 5 folds) is drawn once: ``evaluate``'s
+own figure. Prints, per size, the mean aspect-averaged r with its range over draws and the
+document-bootstrap CI of the first draw; ``--out`` writes a PNG chart and that table as a CSV
+beside it (docs/results.md shows both).
 
     python benchmarks/learning_curve.py --run . --out docs/learning_curve.png
-
-The default run trains on 20 SummEval documents; a run of ``data.n_docs: null`` (67 training
-documents) gives the whole curve.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
+from hdeval import workspace as ws
 from hdeval.data import load_labels
-from hdeval.metrics import agreement
 from hdeval.params import load_params
+from hdeval.pipeline.stages.final_layer import FinalLayer
 from hdeval.report.results_page import learning_curve_table
-from hdeval.scales import clip_to_ranges
-from hdeval.training.aggregators import constraints
-from hdeval.training.fit import fit_aggregator
-
-
-def curve(run: Path, sizes: list[int], draws: int, seed: int) -> pd.DataFrame:
-    """Rows of (documents, draw, pearson, ci_low, ci_high) for each size and draw."""
-    params = load_params(run / "params.yaml")
-    data = params.data
-    train = load_labels(run / "work/prepared/train.jsonl", data.aspects, data.score_range)
-    test = load_labels(run / "work/prepared/test.jsonl", data.aspects, data.score_range)
-    best = json.loads((run / "work/tune/best_params.json").read_text())
-    columns = best["columns"]
-    final = run / "work/layers" / str(params.hierarchy.layers)
-    train_x = pd.read_csv(final / "features.csv", index_col=0)[columns]
-    test_x = pd.read_csv(run / "work/evaluate/test_features.csv", index_col=0)[columns]
-    train_x.index, test_x.index = train_x.index.astype(str), test_x.index.astype(str)
-    fixed = {**best["params"], **constraints(best["kind"], params.aggregator.nonnegative, columns)}
-    documents = sorted(set(train.samples["doc_id"]))
-    rng = np.random.default_rng(seed)
-    rows = []
-    for size in [s for s in sizes if s <= len(documents)]:
-        for draw in range(draws if size < len(documents) else 1):
-            chosen = set(rng.choice(documents, size, replace=False))
-            ids = train.samples.index[train.samples["doc_id"].isin(chosen)]
-            model = fit_aggregator(
-                best["kind"], fixed, train_x.loc[ids], train.targets.loc[ids], params.hierarchy.seed
-            )
-            predicted = pd.DataFrame(
-                clip_to_ranges(model.predict(test_x.to_numpy(float)), test.aspects,
-                               data.ranges()),
-                index=test_x.index, columns=test.aspects,
-            )  # fmt: skip
-            figure = agreement(
-                predicted, test.targets, test.samples["doc_id"], test.samples["system_id"],
-                params.evaluate.bootstrap if draw == 0 else 0, params.hierarchy.seed,
-            )["average"]["dataset"]  # fmt: skip
-            low, high = figure.get("pearson_ci", (np.nan, np.nan))
-            rows.append({"documents": size, "texts": len(ids), "draw": draw,
-                         "pearson": figure["pearson"], "ci_low": low, "ci_high": high})  # fmt: skip
-    return pd.DataFrame(rows)
+from hdeval.training.learning_curve import learning_curve, summarise
 
 
 def plot(table: pd.DataFrame, out: Path) -> None:
@@ -80,8 +43,8 @@ def plot(table: pd.DataFrame, out: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.plot(summary.index, summary["mean"], marker="o", label="mean over draws")
     ax.fill_between(summary.index, summary["min"], summary["max"], alpha=0.2, label="draws")
-    ax.set_xlabel("training documents")
-    ax.set_ylabel("held-out dataset Pearson r")
+    ax.set_xlabel("training documents per fold")
+    ax.set_ylabel("cross-fitted dataset Pearson r")
     ax.set_title("The bundle's agreement against the labels it learned from")
     ax.legend()
     fig.tight_layout()
@@ -92,21 +55,28 @@ def plot(table: pd.DataFrame, out: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", type=Path, default=Path("."), help="a finished run's directory")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[5, 10, 15, 20, 40, 67])
-    parser.add_argument("--draws", type=int, default=5)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[5, 10, 20, 40, 64])
+    parser.add_argument("--draws", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0, help="of the documents drawn")
     parser.add_argument("--out", type=Path, help="PNG chart to write")
     args = parser.parse_args()
-    table = curve(args.run, args.sizes, args.draws, args.seed)
-    summary = table.groupby("documents").agg(
-        texts=("texts", "first"), mean=("pearson", "mean"), low=("pearson", "min"),
-        high=("pearson", "max"), ci_low=("ci_low", "first"), ci_high=("ci_high", "first"),
-        draws=("draw", "count"),
-    )  # fmt: skip
-    print(learning_curve_table(summary.reset_index()))
+    params = load_params(args.run / "params.yaml")
+    rows = load_labels(args.run / ws.ROWS, params.data.aspects, params.data.score_range)
+    final = FinalLayer.read(params, args.run)
+    params = final.params_scored(params)
+    features = ws.read_features(args.run / ws.EVALUATE / "features.csv").loc[rows.samples.index]
+    tables = []
+    for size in args.sizes:
+        start = time.perf_counter()
+        table = learning_curve(params, final.tree, features, rows, [size], args.draws, args.seed)
+        took = f"{len(table)} draw{'s' * (len(table) != 1)} in {time.perf_counter() - start:.0f} s"
+        print(f"{size} documents: {took if len(table) else 'skipped (more than a fold holds)'}")
+        tables.append(table)
+    summary = summarise(pd.concat(tables), params.evaluate.folds)
+    print(learning_curve_table(summary))
     if args.out:
-        plot(table, args.out)
-        summary.round(4).to_csv(args.out.with_suffix(".csv"))
+        plot(pd.concat(tables), args.out)
+        summary.round(4).to_csv(args.out.with_suffix(".csv"), index=False)
         print(f"chart written to {args.out}, table to {args.out.with_suffix('.csv')}")
 
 

@@ -32,7 +32,10 @@ RUNS = (
 )  # fmt: skip
 #: The learning-curve benchmark's table (its chart beside it, as .png), and its section's title.
 LEARNING_CURVE = Path("docs/learning_curve.csv")
-LEARNING_TITLE = "How many labels? SummEval, the default run"
+LEARNING_TITLE = "How many labels? SummEval, cross-fitted"
+#: The title of a table measured on one held-out split, before cross-fitting: a
+#: ``docs/learning_curve.csv`` without a ``folds`` column.
+HELD_OUT_LEARNING_TITLE = "How many labels? SummEval, the default run"
 #: Same-judge single signals and baselines shown beside the bundle (when the run has them).
 SHOWN = (
     "likelihood",
@@ -274,15 +277,21 @@ def cost_table(root: Path, record: str = "metrics.json") -> str:
 
 
 def learning_curve_table(summary: pd.DataFrame) -> str:
-    """``benchmarks/learning_curve.py``'s table (a row per number of training documents)."""
+    """``benchmarks/learning_curve.py``'s table (a row per number of training documents): the
+    cross-fitted r, or, in a table without ``folds``, the held-out r of one split."""
+    crossfitted = "folds" in summary.columns
+    documents, texts, r = (
+        ("training documents per fold", "training texts per fold", "cross-fitted r")
+        if crossfitted
+        else ("training documents", "texts", "held-out r")
+    )
     lines = [
-        "| training documents | texts | held-out r, mean of draws | range over draws "
-        "| CI (first draw) |",
+        f"| {documents} | {texts} | {r}, mean of draws | range over draws | CI (first draw) |",
         "|---:|---:|---:|---:|---:|",
     ]
     for _, row in summary.iterrows():
         lines.append(
-            f"| {int(row['documents'])} | {int(row['texts'])} | {row['mean']:.3f} | "
+            f"| {int(row['documents'])} | {round(row['texts'])} | {row['mean']:.3f} | "
             f"{row['low']:.3f}-{row['high']:.3f} | [{row['ci_low']:.2f}, {row['ci_high']:.2f}] |"
         )
     return "\n".join(lines) + "\n"
@@ -293,13 +302,25 @@ def learning_curve_section(root: Path) -> str:
     path = root / LEARNING_CURVE
     if not path.is_file():
         return f"## {LEARNING_TITLE}\n\nNot measured at this version (no `{LEARNING_CURVE}`).\n"
+    summary, chart = pd.read_csv(path), LEARNING_CURVE.with_suffix(".png")
+    command = f"`python benchmarks/learning_curve.py --run . --out {chart}`; no LLM call"
+    if "folds" in summary.columns:
+        title, alt = LEARNING_TITLE, "cross-fitted r"
+        what = (
+            f"Every text of the default run cross-fitted over its {int(summary['folds'].iloc[0])} "
+            "outer document folds, as `evaluate` does, except that each fold's whole model "
+            "selection and fit see only a random draw of that many of its training documents "
+            f"({command})."
+        )
+    else:
+        title, alt = HELD_OUT_LEARNING_TITLE, "held-out r"
+        what = (
+            "The default run's aggregator refit on random subsets of its training documents and "
+            f"scored on the same held-out texts ({command})."
+        )
     return (
-        f"## {LEARNING_TITLE}\n\n"
-        "The default run's aggregator refit on random subsets of its training documents and "
-        "scored on the same held-out texts (`python benchmarks/learning_curve.py --run . "
-        f"--out {LEARNING_CURVE.with_suffix('.png')}`; no LLM call).\n\n"
-        f"{learning_curve_table(pd.read_csv(path))}\n"
-        f"![held-out r against training documents]({LEARNING_CURVE.with_suffix('.png').name})\n"
+        f"## {title}\n\n{what}\n\n{learning_curve_table(summary)}\n"
+        f"![{alt} against training documents]({chart.name})\n"
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,33 +61,51 @@ def predict(
     )
 
 
+#: Picks an outer fold's training documents: called with the fold's number and its training
+#: documents (sorted), it returns those the fold's selection and fit may use.
+Chooser = Callable[[int, np.ndarray], Sequence]
+
+
 def cross_fit(
-    params: Params, tree: CriteriaTree, features: pd.DataFrame, data: LabelledData
+    params: Params,
+    tree: CriteriaTree,
+    features: pd.DataFrame,
+    data: LabelledData,
+    choose: Chooser | None = None,
+    ablations: bool = True,
 ) -> CrossFit:
     """Nested, document-grouped cross-fitting of :func:`select_and_fit` over ``data``'s rows
     (``evaluate.folds`` outer folds): each outer fold's selection and tuning run on the other
-    folds' rows only, in a fresh Optuna storage."""
+    folds' rows only, in a fresh Optuna storage. ``choose`` narrows each fold's training rows
+    to the documents it picks (the learning curve; default: every training document), and
+    ``ablations=False`` predicts the bundle only."""
     seed, ranges = params.hierarchy.seed, params.data.ranges()
     groups = data.samples.loc[features.index, "doc_id"].to_numpy()
     parts: dict[str, list[pd.DataFrame]] = {}
     folds = []
     for number, (train, test) in enumerate(outer_folds(groups, params.evaluate.folds, seed)):
+        if choose is not None:
+            chosen = list(choose(number, np.unique(groups[train])))
+            train = train[np.isin(groups[train], chosen)]  # never a held-out document
         train_x, test_x = features.iloc[train], features.iloc[test]
         part = data.subset(train_x.index)
         with tempfile.TemporaryDirectory() as work_dir:
             selected = select_and_fit(params, tree, train_x, part, Path(work_dir))
-        ablations = ablation_predictions(
-            tree, train_x, part, test_x, selected.kind, selected.params, seed, ranges,
-            params.aggregator.nonnegative,
-        )  # fmt: skip
-        ablations["hdeval"] = predict(selected, test_x, data.aspects, ranges)
-        for name, table in ablations.items():
+        tables = {}
+        if ablations:
+            tables = ablation_predictions(
+                tree, train_x, part, test_x, selected.kind, selected.params, seed, ranges,
+                params.aggregator.nonnegative,
+            )  # fmt: skip
+        tables["hdeval"] = predict(selected, test_x, data.aspects, ranges)
+        for name, table in tables.items():
             parts.setdefault(name, []).append(table)
         summary = selected.summary()
         folds.append(
             {
                 "fold": number,
                 "documents": sorted(set(groups[test])),
+                "train_documents": len(set(groups[train])),
                 "train_rows": len(train),
                 "test_rows": len(test),
                 **{k: v for k, v in summary.items() if k != "cv_table"},
