@@ -65,7 +65,7 @@ class HierarchyParams(Section):
     """Also the text's length in words (``len.words:_text``: whitespace-separated, so typos
     do not lengthen it; not a quality judgement, so exempt from the weight signs and the rising
     check)."""
-    end_of_text: bool = False
+    end_of_text: bool = True
     """Read every likelihood of the text as a whole reply: the judge's end-of-reply marker (its
     chat template's, e.g. ``<|im_end|>``) follows the text, so a text that stops mid-sentence is
     unlikely where a complete one is not. One token more per request; the same likelihoods

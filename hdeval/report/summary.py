@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 
@@ -88,8 +89,9 @@ def evaluated_on(metrics: Mapping) -> str:
 def headline(metrics: Mapping) -> dict:
     """The few numbers ``dvc exp show`` compares across runs (``headline.json``): cross-fitted r
     of the bundle over every row with its CI and at summary level, its paired gain over the best
-    same-judge baseline, DHP D_min^EW, the gates (1 accepted, 0 refused), rows, LLM calls and
-    minutes."""
+    same-judge baseline, DHP D_min^EW, the gates (1 accepted, 0 refused), the intervals'
+    coverage and the system ranking's Kendall tau (means over the aspects, where the run has
+    them), rows, LLM calls and minutes."""
     average = agreement_of(metrics)["hdeval"]["average"]
     dataset, summary = average["dataset"], average["summary"]
     gates = metrics.get("acceptance", {})
@@ -126,6 +128,10 @@ def headline(metrics: Mapping) -> dict:
     if dhp:
         out["dhp_min_ew"] = rounded(dhp.get("D_min_ew"))
     out.update({f"{gate}_ok": int(v["accepted"]) for gate, v in gates.items()})
+    if covered := metrics.get("intervals", {}).get("aspects"):
+        out["coverage"] = rounded(np.mean([a["coverage"] for a in covered.values()]))
+    if systems := metrics.get("systems"):
+        out["system_tau"] = rounded(np.nanmean([a["kendall_tau"] for a in systems.values()]))
     out.update(
         rows=metrics["rows"]["all"],
         documents=metrics["rows"]["documents"],
@@ -149,7 +155,7 @@ def stage_cost(report: Mapping) -> dict:
 
 
 def standing(paired: Mapping | None) -> str:
-    """"ahead" or "behind" where the paired CI excludes 0, "tied" otherwise ("-": no pair)."""
+    """ "ahead" or "behind" where the paired CI excludes 0, "tied" otherwise ("-": no pair)."""
     if not paired:
         return "-"
     if paired["ci_low"] > 0:
