@@ -150,7 +150,7 @@ def texts_per_stage(params_path: Path, metrics: dict) -> dict[str, int]:
 def print_floor(seconds: dict[str, float], stages: dict) -> None:
     """Each LLM stage against the matrix products its prompt tokens need at this CPU's peak
     (:mod:`floor`), in fp32 and in the judge's precision."""
-    from hdeval.llm.embedded import model_dir
+    from hdeval.llm.local.embedded import model_dir
 
     shape = Shape.of(json.loads((model_dir() / "hf" / "config.json").read_text()))
     rates = measured_rates(shape)

@@ -84,7 +84,7 @@ def peak_rate(shape: Shape, precision: str) -> float:
 
 def judge_precision() -> str:
     """The precision ``dtype: auto`` and ``quantize: auto`` give the local judge on this CPU."""
-    from hdeval.llm.precision import resolve_dtype, resolve_quantize
+    from hdeval.llm.local.precision import resolve_dtype, resolve_quantize
 
     if resolve_quantize("auto", "auto", "cpu") == "int8":
         return "int8"
@@ -127,7 +127,7 @@ def measured_rates(shape: Shape) -> dict[str, float]:
 
 
 def main() -> None:
-    from hdeval.llm.embedded import model_dir
+    from hdeval.llm.local.embedded import model_dir
     from hdeval.report.summary import machine
 
     parser = argparse.ArgumentParser(description=__doc__)

@@ -3,7 +3,7 @@
 The embedded judge is loaded once in float32; the summaries of one SummEval document are scored
 on the 4 SummEval aspects (prompt mode: expected 1-5 score; likelihood mode: mean token
 log-likelihood, criterion-conditioned and unconditioned), then the same model is quantised
-(``llm.quantize: int8``: :mod:`hdeval.llm.int8`) and scored again. Prints seconds per text per
+(``llm.quantize: int8``: :mod:`hdeval.llm.local.int8`) and scored again. Prints seconds per text per
 mode, prompt tokens per text, and the agreement: expected-score differences, per-token
 log-likelihood differences, and the Pearson/Spearman correlation of each likelihood feature
 over the texts. Figures only, no asserts.
@@ -23,9 +23,9 @@ import torch
 from scipy.stats import pearsonr, spearmanr
 from scoring import cpu_line
 
-from hdeval.llm.embedded import pull
-from hdeval.llm.int8 import quantize_int8
-from hdeval.llm.local import TransformersBackend
+from hdeval.llm.local.backend import TransformersBackend
+from hdeval.llm.local.embedded import pull
+from hdeval.llm.local.int8 import quantize_int8
 from hdeval.params import TaskSpec
 from hdeval.scoring.prompts import (
     criterion_prompt,

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import torch
 
-from hdeval.llm.embedded import pull
-from hdeval.llm.local import TransformersBackend
+from hdeval.llm.local.backend import TransformersBackend
+from hdeval.llm.local.embedded import pull
 from hdeval.params import TaskSpec
 from hdeval.scoring.prompts import (
     criterion_prompt,

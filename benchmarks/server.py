@@ -23,10 +23,10 @@ from pathlib import Path
 
 from scoring import cpu_line
 
-from hdeval.llm.embedded import pull
-from hdeval.llm.local import TransformersBackend
-from hdeval.llm.openai_compat import OpenAICompatibleBackend
-from hdeval.llm.precision import resolve_quantize
+from hdeval.llm.local.backend import TransformersBackend
+from hdeval.llm.local.embedded import pull
+from hdeval.llm.local.precision import resolve_quantize
+from hdeval.llm.server.backend import OpenAICompatibleBackend
 from hdeval.params import DataParams, TaskSpec
 from hdeval.scoring.prompts import (
     criterion_prompt,

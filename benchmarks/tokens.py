@@ -25,7 +25,7 @@ import yaml
 from transformers import AutoTokenizer
 
 from hdeval.data.summeval import development_rows
-from hdeval.llm.embedded import pull
+from hdeval.llm.local.embedded import pull
 from hdeval.params import TaskSpec
 from hdeval.scoring.prompts import (
     criterion_prompt,

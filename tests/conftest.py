@@ -42,21 +42,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def embedded_dir() -> Path:
     """Hugging Face directory of the embedded model (assembled and verified on first use)."""
-    from hdeval.llm import embedded
+    from hdeval.llm.local import embedded
 
     return embedded.pull()
 
 
 @pytest.fixture(scope="session")
 def embedded_gguf(embedded_dir: Path) -> Path:
-    from hdeval.llm import embedded
+    from hdeval.llm.local import embedded
 
     return embedded.model_dir() / embedded.QWEN_05B.gguf_filename
 
 
 @pytest.fixture(scope="session")
 def embedded_backend(embedded_dir: Path):
-    from hdeval.llm.local import TransformersBackend
+    from hdeval.llm.local.backend import TransformersBackend
 
     return TransformersBackend(embedded_dir)
 
@@ -72,7 +72,7 @@ def _unless_loaded(shared, backend):
 @pytest.fixture(scope="session")
 def fp32_backend(embedded_dir: Path, embedded_backend):
     """The judge in fp32 with no quantisation: the session's judge on a CPU that picks fp32."""
-    from hdeval.llm.local import TransformersBackend
+    from hdeval.llm.local.backend import TransformersBackend
 
     return _unless_loaded(embedded_backend, TransformersBackend(embedded_dir, dtype="float32"))
 
@@ -83,7 +83,7 @@ def auto_precision_backend(embedded_dir: Path, embedded_backend):
     with AMX tiles, fp32 with int8 Linear layers with VNNI, plain fp32 otherwise. (A precision
     this CPU would never pick runs here many times slower than the one it picks, and is tested
     where it is picked.)"""
-    from hdeval.llm.local import TransformersBackend
+    from hdeval.llm.local.backend import TransformersBackend
 
     return _unless_loaded(embedded_backend, TransformersBackend(embedded_dir, quantize="auto"))
 

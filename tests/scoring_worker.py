@@ -6,9 +6,9 @@ import sys
 
 from hdeval.data import load_labels
 from hdeval.llm.cache import ResultCache
-from hdeval.llm.embedded import pull
 from hdeval.llm.judge import CachedJudge
-from hdeval.llm.local import TransformersBackend
+from hdeval.llm.local.backend import TransformersBackend
+from hdeval.llm.local.embedded import pull
 from hdeval.scoring.criterion_scorer import CriterionScorer
 from tests.test_scoring import ASPECTS, TREE, labels_path
 

@@ -114,7 +114,7 @@ def vllm_dtype() -> str:
     request (SIGILL), so such a run gets what an AVX2-only CPU gets."""
     import torch
 
-    from hdeval.llm.precision import cpu_flags
+    from hdeval.llm.local.precision import cpu_flags
 
     capped = torch.backends.cpu.get_cpu_capability() != "AVX512"
     return "float32" if capped or not {"avx512_bf16", "amx_bf16"} & set(cpu_flags()) else "bfloat16"

@@ -4,6 +4,7 @@ files, and how the CLI finds the params file (defaults = params.yaml: tests/test
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_args
 
 import pytest
 import yaml
@@ -32,6 +33,19 @@ def test_a_retired_key_says_it_is_no_longer_used(tmp_path: Path) -> None:
     for key in ("max_batch", "pack_tokens"):
         with pytest.raises(ConfigError, match=rf"llm\.{key} is no longer used .*delete the key"):
             _load(tmp_path, {key: 32})
+
+
+def test_every_backend_has_a_builder_and_an_unknown_one_is_refused_naming_them(
+    tmp_path: Path,
+) -> None:
+    from hdeval.llm.factory import BACKENDS, make_backend
+
+    assert list(BACKENDS) == list(get_args(LLMConfig.model_fields["backend"].annotation))
+    message = r"llm\.backend: Input should be 'embedded', 'transformers' or 'openai'"
+    with pytest.raises(ConfigError, match=message):
+        _load(tmp_path, {"backend": "vllm"})
+    with pytest.raises(ConfigError, match=message):  # a config that skipped validation
+        make_backend(LLMConfig().model_copy(update={"backend": "vllm"}))
 
 
 def test_backend_fields_are_required(tmp_path: Path) -> None:
@@ -95,7 +109,7 @@ def test_moved_gate_and_aggregator_keys_name_their_replacement(
 
 
 def test_embedded_model_is_one_of_the_pinned_weights(tmp_path: Path) -> None:
-    from hdeval.llm import embedded
+    from hdeval.llm.local import embedded
 
     config = _load(tmp_path, {"model": "qwen2.5-coder-1.5b-instruct-q4_k_m"})
     assert embedded.embedded_model(config.model) is embedded.QWEN_15B

@@ -54,7 +54,7 @@ def test_decomposer_writes_the_tree_and_the_judge_scores(llama_server, embedded_
 @pytest.mark.model
 def test_an_int8_judge_leaves_the_criteria_to_its_unquantized_weights(embedded_dir):
     from hdeval.llm.judge import open_decomposer
-    from hdeval.llm.precision import resolve_dtype
+    from hdeval.llm.local.precision import resolve_dtype
     from hdeval.params import LLMConfig
 
     config = LLMConfig(quantize="int8")

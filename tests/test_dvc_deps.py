@@ -78,7 +78,7 @@ def test_code_deps_are_subpackages_and_top_level_modules() -> None:
         {
             "hdeval/__init__.py",
             "hdeval/errors.py",
-            "hdeval/llm/local.py",
+            "hdeval/llm/local/backend.py",
             "hdeval/pipeline/stages/dhp.py",
         }
     )

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from hdeval.errors import ConfigError, ModelIntegrityError
-from hdeval.llm import embedded
-from hdeval.llm.embedded import EmbeddedModel, WeightChunk
+from hdeval.llm.local import embedded
+from hdeval.llm.local.embedded import EmbeddedModel, WeightChunk
 from hdeval.params import EMBEDDED_MODELS
 
 
@@ -78,7 +78,7 @@ def test_a_cut_off_weights_hash_side_file_is_recomputed_not_fatal(tmp_path: Path
     """The fingerprint of a Hugging Face directory is kept in a side file. A copy of it cut off
     (a full disk, a kill while another hdeval wrote it) must not break every later load: it is
     read with a guard, the hash is computed again and the file rewritten whole."""
-    from hdeval.llm.precision import weights_fingerprint
+    from hdeval.llm.local.precision import weights_fingerprint
 
     (tmp_path / "model.safetensors").write_bytes(b"weights " * 1000)
     expected = weights_fingerprint(tmp_path)

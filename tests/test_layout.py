@@ -1,5 +1,5 @@
 """The library's layout stays readable: few top-level modules, none long, no import cycles
-between modules, and no two subpackages importing each other."""
+between modules, no two subpackages importing each other, and the judge's backends apart."""
 
 from __future__ import annotations
 
@@ -73,3 +73,25 @@ def test_no_two_folders_import_each_other() -> None:
     }
     mutual = sorted((a, b) for a, b in edges if (b, a) in edges and a < b)
     assert not mutual, mutual
+
+
+#: The backends of :mod:`hdeval.llm`, one subpackage each.
+BACKENDS = ("hdeval.llm.local", "hdeval.llm.server")
+
+
+def _backend(module: str) -> str | None:
+    return next((b for b in BACKENDS if module == b or module.startswith(b + ".")), None)
+
+
+def test_the_judge_backends_import_neither_each_other_nor_the_judge() -> None:
+    """Each backend of hdeval.llm needs only the shared modules beside the judge: never another
+    backend, nor the judge or the factory built over them."""
+    above = {"hdeval.llm.judge", "hdeval.llm.factory"}
+    crossing = sorted(
+        (m, d)
+        for m, deps in _graph().items()
+        if (side := _backend(m)) is not None
+        for d in deps
+        if d in above or _backend(d) not in (None, side)
+    )
+    assert not crossing, crossing

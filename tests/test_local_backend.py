@@ -137,7 +137,7 @@ def test_prefix_cache_in_bf16_stays_within_rounding_noise(embedded_dir, summeval
     (each is also ~0.02 from fp32): on average they must still agree within 0.02. Two texts on
     their source's first 40 words: a CPU without bf16 kernels emulates every bf16 product, many
     times slower than fp32."""
-    from hdeval.llm.local import TransformersBackend
+    from hdeval.llm.local.backend import TransformersBackend
 
     rows = [first_source_words(r, 40) for r in summeval_rows[:2]]
     diffs = _cached_vs_full(TransformersBackend(embedded_dir, dtype="bfloat16"), rows)
@@ -222,7 +222,7 @@ def test_weights_load_only_when_a_request_misses_the_cache(embedded_dir, summeva
     scored texts pays no model load); its identity, tokenizer and context need none either."""
     from hdeval.llm.cache import ResultCache
     from hdeval.llm.judge import DIGITS, CachedJudge
-    from hdeval.llm.local import TransformersBackend
+    from hdeval.llm.local.backend import TransformersBackend
 
     row = summeval_rows[0]
     segments = prompt_segments(TASK, row["source"], row["output"])
@@ -251,8 +251,8 @@ def test_int8_judge_loads_scores_close_to_fp32_and_has_its_own_identity(
     benchmarks/quantization.py measured mean token log-likelihoods 0.01-0.02 nats from fp32."""
     import torch
 
-    from hdeval.llm.int8 import Int8Linear
-    from hdeval.llm.local import TransformersBackend
+    from hdeval.llm.local.backend import TransformersBackend
+    from hdeval.llm.local.int8 import Int8Linear
 
     int8 = TransformersBackend(embedded_dir, quantize="int8")
     assert int8.quantize == "int8" and int8.dtype == fp32_backend.dtype
@@ -286,10 +286,10 @@ def test_kernels_capped_to_avx2_pick_the_avx2_only_precision():
     import sys
     from pathlib import Path
 
-    from hdeval.llm.precision import int8_is_fast
+    from hdeval.llm.local.precision import int8_is_fast
 
     code = (
-        "from hdeval.llm.precision import resolve_dtype, resolve_quantize; "
+        "from hdeval.llm.local.precision import resolve_dtype, resolve_quantize; "
         "print(resolve_dtype('auto'), resolve_quantize('auto', 'auto', 'cpu'))"
     )
     env = {**os.environ, "ATEN_CPU_CAPABILITY": "avx2"}
@@ -315,7 +315,12 @@ def test_auto_precision_is_bf16_only_with_amx_tiles():
 
     import torch
 
-    from hdeval.llm.precision import bf16_is_fast, int8_is_fast, resolve_dtype, resolve_quantize
+    from hdeval.llm.local.precision import (
+        bf16_is_fast,
+        int8_is_fast,
+        resolve_dtype,
+        resolve_quantize,
+    )
 
     assert not int8_is_fast(["avx2", "fma"])  # AVX2 alone: torch's int8 products are slower
     assert int8_is_fast(["avx2", "avx_vnni"]) and int8_is_fast(["avx512f", "avx512_vnni"])
@@ -345,7 +350,7 @@ def test_a_reply_with_no_digit_mass_is_a_failure_even_with_no_minimum(embedded_d
     server's top log-probs are read)."""
     import torch
 
-    from hdeval.llm.local import TransformersBackend
+    from hdeval.llm.local.backend import TransformersBackend
 
     backend = TransformersBackend(embedded_dir, dtype="float32", min_digit_mass=0.0)
     logprobs = torch.full((backend.config.vocab_size,), -float("inf"))

@@ -29,7 +29,7 @@ import yaml
 
 from hdeval.errors import UnsupportedError
 from hdeval.llm import LLMBackend
-from hdeval.llm.openai_compat import OpenAICompatibleBackend
+from hdeval.llm.server.backend import OpenAICompatibleBackend
 from hdeval.llm.truncation import ContextOverflow
 from hdeval.tree.criteria import CriteriaTree, Criterion
 from tests.servers import MODEL_ALIAS, free_port, llama_command, serve

@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 
 from hdeval.errors import HDEvalError, JudgeUnavailableError
-from hdeval.llm.openai_compat import OpenAICompatibleBackend
+from hdeval.llm.server.backend import OpenAICompatibleBackend
 from tests.http_double import HttpDouble
 from tests.test_openai_faults import CLIENT_TIMEOUT, SLOW_SECONDS, FaultServer
 

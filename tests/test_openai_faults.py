@@ -21,7 +21,7 @@ from hdeval.errors import HDEvalError, JudgeUnavailableError, UnsupportedError
 from hdeval.llm import LLMBackend
 from hdeval.llm.cache import ResultCache
 from hdeval.llm.judge import CachedJudge
-from hdeval.llm.openai_compat import OpenAICompatibleBackend
+from hdeval.llm.server.backend import OpenAICompatibleBackend
 from tests.http_double import HttpDouble
 from tests.servers import free_port
 

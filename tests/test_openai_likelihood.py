@@ -22,10 +22,10 @@ import pytest
 
 from hdeval.errors import UnsupportedError
 from hdeval.llm.cache import ResultCache
-from hdeval.llm.echo import Echo, EchoError, continuation_loglikelihood, echo_problem
 from hdeval.llm.judge import CachedJudge
-from hdeval.llm.openai_compat import OpenAICompatibleBackend
-from hdeval.llm.server_likelihood import PROBE_TEXT
+from hdeval.llm.server.backend import OpenAICompatibleBackend
+from hdeval.llm.server.echo import Echo, EchoError, continuation_loglikelihood, echo_problem
+from hdeval.llm.server.likelihood import PROBE_TEXT
 from hdeval.llm.types import LogLikelihood
 from hdeval.llm.validity import readable_likelihood
 from tests.http_double import HttpDouble

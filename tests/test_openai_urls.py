@@ -11,8 +11,8 @@ import subprocess
 import pytest
 
 from hdeval.errors import JudgeUnavailableError
-from hdeval.llm.openai_compat import OpenAICompatibleBackend
-from hdeval.llm.urls import mask_secrets, scrub_url, url_secrets
+from hdeval.llm.server.backend import OpenAICompatibleBackend
+from hdeval.llm.server.urls import mask_secrets, scrub_url, url_secrets
 from tests.servers import free_port
 from tests.test_bad_inputs import HDEVAL, make_bundle, refused, texts
 from tests.test_openai_faults import KEY_ENV, SECRET, FaultServer

@@ -504,7 +504,7 @@ def test_llm_perturbations_on_the_real_model(embedded_backend, summeval_rows, tm
 def test_text_too_long_for_the_perturber_is_dropped_not_fatal(
     embedded_dir, summeval_rows, tmp_path
 ):
-    from hdeval.llm.local import TransformersBackend
+    from hdeval.llm.local.backend import TransformersBackend
 
     small = TransformersBackend(embedded_dir, max_context=128)
     texts = [summeval_rows[0]["source"], "Short."]  # an article is far over 128 tokens

@@ -15,7 +15,7 @@ import pytest
 
 from hdeval.export.evaluator import Evaluator
 from hdeval.llm.judge import CachedJudge
-from hdeval.llm.openai_compat import OpenAICompatibleBackend
+from hdeval.llm.server.backend import OpenAICompatibleBackend
 from hdeval.params import Params
 from hdeval.scoring.columns import Profile, feature_columns
 from hdeval.tree.criteria import CriteriaTree

@@ -130,8 +130,8 @@ def test_server_stopped_mid_run_keeps_the_finished_rows(tmp_path, embedded_gguf)
 # ----------------------------------------------------------------------------- embedded judge
 def embedded_identity(precision: str) -> str:
     """The embedded judge's identity in ``precision``, without loading it."""
-    from hdeval.llm import embedded
-    from hdeval.llm.precision import weights_fingerprint
+    from hdeval.llm.local import embedded
+    from hdeval.llm.local.precision import weights_fingerprint
 
     path = embedded.pull()
     return f"transformers:{path.name}:{weights_fingerprint(path)[:16]}:{precision}"
@@ -139,7 +139,7 @@ def embedded_identity(precision: str) -> str:
 
 def auto_precision() -> str:
     """The precision of the default judge config here (``dtype`` and ``quantize`` auto)."""
-    from hdeval.llm.precision import resolve_dtype, resolve_quantize
+    from hdeval.llm.local.precision import resolve_dtype, resolve_quantize
 
     int8 = resolve_quantize("auto", "auto", "cpu") == "int8"
     return str(resolve_dtype("auto")).removeprefix("torch.") + ("-int8" if int8 else "")

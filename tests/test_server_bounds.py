@@ -16,9 +16,9 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 
 from hdeval.errors import JudgeUnavailableError
-from hdeval.llm import server_context
-from hdeval.llm.openai_compat import OpenAICompatibleBackend
-from hdeval.llm.server_context import ServerTokens
+from hdeval.llm.server import context as server_context
+from hdeval.llm.server.backend import OpenAICompatibleBackend
+from hdeval.llm.server.context import ServerTokens
 from tests.test_openai_faults import _completion, _peaked
 from tests.test_openai_likelihood import EchoServer
 

@@ -10,7 +10,7 @@ import math
 
 from hdeval.llm.cache import ResultCache
 from hdeval.llm.judge import CachedJudge
-from hdeval.llm.openai_compat import OpenAICompatibleBackend
+from hdeval.llm.server.backend import OpenAICompatibleBackend
 from hdeval.params import TaskSpec
 from hdeval.scoring.criterion_scorer import CriterionScorer
 from hdeval.scoring.run import Sample

@@ -20,11 +20,11 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 
 from hdeval.errors import JudgeUnavailableError, UnsupportedError
-from hdeval.llm.breaker import CircuitBreaker
 from hdeval.llm.cache import ResultCache
 from hdeval.llm.judge import CachedJudge
-from hdeval.llm.openai_compat import OpenAICompatibleBackend
-from hdeval.llm.prefix_cache import declared
+from hdeval.llm.server.backend import OpenAICompatibleBackend
+from hdeval.llm.server.breaker import CircuitBreaker
+from hdeval.llm.server.prefix_cache import declared
 from tests.http_double import HttpDouble
 
 HEAD, TAIL = "<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n"

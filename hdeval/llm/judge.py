@@ -7,7 +7,7 @@ they arrive, and failures are recorded (and reported) but never served as result
 run retries them. A cache key is the sha256 of the request kind, the judge's identity and every
 rendered prompt part (:func:`hdeval.llm.cache.cache_key`). A server's identity names its
 weights by the first fingerprint in this cache that the server's matches
-(:mod:`hdeval.llm.server_fingerprint`): other weights get other keys.
+(:mod:`hdeval.llm.server.fingerprint`): other weights get other keys.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from hdeval.errors import ConfigError, HDEvalError
 from hdeval.invalid_unicode import unicode_problems
 from hdeval.llm.cache import ResultCache, cache_key
 from hdeval.llm.digits import DEFAULT_MIN_MASS
-from hdeval.llm.server_fingerprint import FingerprintBook
+from hdeval.llm.server.fingerprint import FingerprintBook
 from hdeval.llm.types import DigitScore, LLMBackend, LogLikelihood, TokenCounts
 from hdeval.llm.validity import checked, distribution_problem, mass_problem, readable_likelihood
 from hdeval.params import LLMConfig

@@ -33,7 +33,7 @@ class LLMConfig(Section):
     """Local judges: auto is bfloat16 on a CPU with AMX (or a GPU), float32 elsewhere."""
     quantize: Literal["none", "int8", "auto"] = "auto"
     """Local judges: int8 runs every Linear layer with int8 weights and per-token int8
-    activations (:mod:`hdeval.llm.int8`); auto does so where ``dtype: auto`` runs float32 on
+    activations (:mod:`hdeval.llm.local.int8`); auto does so where ``dtype: auto`` runs float32 on
     the CPU (no AMX) and the CPU has VNNI (without it int8 products are slower than float32).
     int8 is part of the judge's identity: it never shares cache entries with float32."""
     device: str = "cpu"

@@ -2,7 +2,7 @@
 token-named parameter (after ``?``, ``&``, ``;`` or ``#``), a key-like value.
 
 Params validation refuses a URL holding any (:func:`credential_parts`); the server backend
-masks the same parts wherever a URL is shown (:mod:`hdeval.llm.urls`).
+masks the same parts wherever a URL is shown (:mod:`hdeval.llm.server.urls`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Attention for the local judge's batched passes, computed for every row on its own.
 
-A batched pass (:meth:`~hdeval.llm.kv_passes.SharedPrefixPasses._rows`) pads its rows to one
+A batched pass (:meth:`~hdeval.llm.local.kv_passes.SharedPrefixPasses._rows`) pads its rows to one
 shape, and a fused attention kernel blocks its work by that shape: on the 0.5B judge a row
 padded by two tokens moved by about 3e-8 in the first layer, and int8 Linear layers, which
 round every activation to one of 255 levels, carried such a change up to 2e-3 nats per token.

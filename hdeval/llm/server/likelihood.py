@@ -1,10 +1,10 @@
 """Log-likelihoods from an OpenAI-compatible server: the legacy ``/v1/completions`` endpoint
-with ``echo=True`` (see :mod:`hdeval.llm.echo`), on the same text the local backend scores: the
-model's chat frame around the user message, then the continuation as the reply.
+with ``echo=True`` (see :mod:`hdeval.llm.server.echo`), on the same text the local backend
+scores: the model's chat frame around the user message, then the continuation as the reply.
 
 Whether the server's echo can be trusted is probed once
 (:meth:`EchoLikelihood.supports_likelihood`): llama.cpp's shifted echo is refused, vLLM's is
-accepted unless it caches prompt prefixes (:mod:`hdeval.llm.prefix_cache`). The chat frame is
+accepted unless it caches prompt prefixes (:mod:`hdeval.llm.server.prefix_cache`). The chat frame is
 asked of the server (llama.cpp's ``/apply-template``, vLLM's ``/tokenize``) unless it was
 given. An item that fails (a prompt longer than the server's context, an error that outlived the
 retries) is a :class:`~hdeval.llm.types.LogLikelihood` failure: one bad item never stops the others.
@@ -19,7 +19,7 @@ from typing import Any
 
 from hdeval.errors import JudgeUnavailableError, UnsupportedError
 from hdeval.llm.chat_template import reply_end
-from hdeval.llm.echo import (
+from hdeval.llm.server.echo import (
     Echo,
     EchoError,
     continuation_loglikelihood,
@@ -27,7 +27,7 @@ from hdeval.llm.echo import (
     generated,
     repeat_problem,
 )
-from hdeval.llm.server_errors import REFUSES_EVERY_REQUEST, is_outage, probe_failure
+from hdeval.llm.server.failures import REFUSES_EVERY_REQUEST, is_outage, probe_failure
 from hdeval.llm.types import LogLikelihood
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ def _split_frame(rendered: Any) -> tuple[str, str]:
 
 
 class EchoLikelihood:
-    """The likelihood path of :class:`~hdeval.llm.openai_compat.OpenAICompatibleBackend`.
+    """The likelihood path of :class:`~hdeval.llm.server.backend.OpenAICompatibleBackend`.
 
     It uses the backend's client, model, server name, breaker, ``_each``, ``_ready``,
     ``_describe``, ``_record_failure``, ``_count`` and ``_chat_frame``.
@@ -104,7 +104,8 @@ class EchoLikelihood:
 
     def _probe_echo(self) -> str | None:
         """What makes the server's echo unusable for likelihoods, or None (see
-        :mod:`hdeval.llm.echo`). No answer at all raises instead: it says nothing of the echo."""
+        :mod:`hdeval.llm.server.echo`). No answer at all raises instead: it says nothing of the
+        echo."""
         try:
             first = self._echo(PROBE_TEXT)
             if problem := echo_problem(first, PROBE_TEXT):

@@ -51,7 +51,7 @@ def describe_failure(exc: Exception, timeout: float, retries: int) -> str:
     longer than the context says so first. Not yet scrubbed of secrets."""
     import openai
 
-    from hdeval.llm.server_http import ServerStalled
+    from hdeval.llm.server.client import ServerStalled
 
     name = type(exc).__name__
     retried = f"after {retries} {'retry' if retries == 1 else 'retries'}"

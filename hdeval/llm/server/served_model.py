@@ -6,7 +6,7 @@ Everything the server reports about the model alias goes into the identity: vLLM
 weights fingerprint where a server gives one; only bookkeeping that says nothing about the
 weights, or changes on every request (vLLM's ``created`` time and permission ids), is left out.
 ``llm.identity`` is added to it, never put in its place. A vLLM server is fingerprinted too
-(:mod:`hdeval.llm.server_fingerprint`: its tokenizer, chat template and the log-probabilities
+(:mod:`hdeval.llm.server.fingerprint`: its tokenizer, chat template and the log-probabilities
 of a fixed text) at the first contact of a run and again whenever it answers after an outage
 (the breaker's reset): other weights at the same path get another name, so their scores are
 never read from, or written to, the old weights' cache entries, and weights that change mid-run
@@ -23,15 +23,15 @@ import re
 from typing import Any
 
 from hdeval.errors import JudgeUnavailableError
-from hdeval.llm.server_errors import REFUSES_EVERY_REQUEST, is_outage
-from hdeval.llm.server_fingerprint import (
+from hdeval.llm.server.failures import REFUSES_EVERY_REQUEST, is_outage
+from hdeval.llm.server.fingerprint import (
     FINGERPRINT_TEXT,
     Fingerprint,
     FingerprintBook,
     probe_values,
     template_hash,
 )
-from hdeval.llm.urls import mask_secrets
+from hdeval.llm.server.urls import mask_secrets
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ def staleness_warning(server: str, alias: str, reported: dict[str, Any]) -> str 
 
 
 class ServedModel:
-    """The ``GET /models`` part of :class:`~hdeval.llm.openai_compat.OpenAICompatibleBackend`:
+    """The ``GET /models`` part of :class:`~hdeval.llm.server.backend.OpenAICompatibleBackend`:
     what the server reports, and the identity built from it.
 
     It uses the backend's client, model, server name, breaker, timeout, secrets, ``_ready``,
@@ -124,7 +124,7 @@ class ServedModel:
     @property
     def identity(self) -> str:
         """What this judge is, in every cache key and bundle card: the server, the model alias,
-        everything the server reports about the model (:mod:`hdeval.llm.server_models`) and
+        everything the server reports about the model (:mod:`hdeval.llm.server.served_model`) and
         ``llm.identity`` where given. Asked of the server once (``GET /models``)."""
         if self._identity is None:
             self._ready()

@@ -21,8 +21,8 @@ import re
 import secrets
 from typing import Any
 
-from hdeval.llm.echo import Echo
-from hdeval.llm.server_errors import probe_failure
+from hdeval.llm.server.echo import Echo
+from hdeval.llm.server.failures import probe_failure
 
 #: What a server that caches prefixes is told.
 RESTART = "restart it with --no-enable-prefix-caching to score likelihoods"
@@ -57,7 +57,7 @@ def answers_differ(cold: Echo, warm: Echo) -> float | None:
 
 
 class PrefixCacheProbe:
-    """The prefix-caching check of :class:`~hdeval.llm.openai_compat.OpenAICompatibleBackend`.
+    """The prefix-caching check of :class:`~hdeval.llm.server.backend.OpenAICompatibleBackend`.
 
     It uses the backend's client, server name, ``reported`` fields, ``_echo``, ``_complete``,
     ``_describe`` and ``_server_root``.
@@ -69,7 +69,7 @@ class PrefixCacheProbe:
     def _prefix_cache_problem(self) -> str | None:
         """Why a vLLM server's likelihoods depend on its prefix cache, or None (no vLLM server,
         or one that caches no prefixes)."""
-        from hdeval.llm.server_models import serves_like_vllm
+        from hdeval.llm.server.served_model import serves_like_vllm
 
         if not serves_like_vllm(self.reported):
             return None

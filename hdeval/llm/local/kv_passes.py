@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from hdeval.llm.row_attention import RowSpans
+from hdeval.llm.local.row_attention import RowSpans
 
 #: Keys and values per layer, each ``(1, heads, tokens, head_dim)``.
 KV = list[tuple[torch.Tensor, torch.Tensor]]
@@ -51,7 +51,8 @@ class KeptInstruction:
 
 
 class SharedPrefixPasses:
-    """The pass machinery :class:`~hdeval.llm.local.TransformersBackend` runs its requests on.
+    """The pass machinery :class:`~hdeval.llm.local.backend.TransformersBackend` runs its
+    requests on.
 
     It uses the backend's ``model``, ``config``, ``tokens``, ``_head_ids``, ``_pad_id``,
     ``_encode`` and ``_check_context``, keeps ``_prefix_cache`` and ``_context_cache`` (LRUs
@@ -139,7 +140,7 @@ class SharedPrefixPasses:
         ``_batch_tokens`` padded tokens; rows of similar length share a pass.
 
         A row is never mixed with another: each has its own past and positions, attention runs
-        for each row on its own unpadded keys (:mod:`hdeval.llm.row_attention`), the int8
+        for each row on its own unpadded keys (:mod:`hdeval.llm.local.row_attention`), the int8
         Linear layers quantise every token on its own (per-token scales, integer products) and
         norms work per token. So an item gets the same answer alone, packed with others or in
         another order: bit for bit in int8; in fp32 the Linear kernels round a taller batch a

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from hdeval.errors import ConfigError
-from hdeval.llm.embedded import MANIFEST
+from hdeval.llm.local.embedded import MANIFEST
 from hdeval.paths import sha256_file, write_text_atomic
 
 SIDECAR = ".hdeval-fingerprint.json"

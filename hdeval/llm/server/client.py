@@ -1,6 +1,6 @@
 """The HTTP client of a judge server: separate connect and read timeouts, and a watch on the
 server's progress that stops a run within ``llm.timeout`` seconds of no answer at all, and a
-deadline of ``llm.timeout`` on each whole reply (:mod:`hdeval.llm.reply_deadline`): a server
+deadline of ``llm.timeout`` on each whole reply (:mod:`hdeval.llm.server.reply_deadline`): a server
 that trickles bytes times out as one that sends none.
 
 The ``openai`` client retries a request that timed out (``llm.max_retries``). Against a server
@@ -22,7 +22,7 @@ from typing import Any
 import httpx2
 import openai
 
-from hdeval.llm.reply_deadline import deadline_transport, reply_deadline
+from hdeval.llm.server.reply_deadline import deadline_transport, reply_deadline
 
 PLACEHOLDER_API_KEY = "not-needed"
 _HTTP_LOGGERS = ("httpx", "httpx2", "httpcore", "openai")
@@ -71,7 +71,7 @@ class ProgressWatch:
 class _WatchedClient(openai.DefaultHttpxClient):
     """openai's HTTP client, telling a :class:`ProgressWatch` of every request and answer, and
     giving each request's whole reply its read timeout as a deadline
-    (:mod:`hdeval.llm.reply_deadline`)."""
+    (:mod:`hdeval.llm.server.reply_deadline`)."""
 
     def __init__(self, watch: ProgressWatch, **kwargs: Any) -> None:
         transport = deadline_transport(limits=openai.DEFAULT_CONNECTION_LIMITS)

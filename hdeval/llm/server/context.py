@@ -149,7 +149,7 @@ class ServerTokens:
 
 
 class ServerContext:
-    """The context part of :class:`~hdeval.llm.openai_compat.OpenAICompatibleBackend`: what
+    """The context part of :class:`~hdeval.llm.server.backend.OpenAICompatibleBackend`: what
     :class:`~hdeval.llm.types.ContextLimited` asks of a judge.
 
     It uses the backend's ``reported`` fields, ``_ready``, ``_tokens``, ``_probe_lock``,

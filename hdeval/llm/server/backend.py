@@ -7,18 +7,18 @@ with exponential backoff. An item that still fails, or whose reply cannot be rea
 becomes a :class:`DigitScore` failure with the reason; no score is ever invented.
 
 Before its first request the backend asks the server once, without retries, what it serves
-(``GET /models``: :mod:`hdeval.llm.server_models` names the judge by it, and by a vLLM
+(``GET /models``: :mod:`hdeval.llm.server.served_model` names the judge by it, and by a vLLM
 server's fingerprint, taken again whenever the server answers after an outage). A server that keeps
-failing trips a :class:`~hdeval.llm.breaker.CircuitBreaker`, and one that answers nothing for
-``llm.timeout`` seconds trips it at once (:mod:`hdeval.llm.server_http`): the run stops with
+failing trips a :class:`~hdeval.llm.server.breaker.CircuitBreaker`, and one that answers nothing for
+``llm.timeout`` seconds trips it at once (:mod:`hdeval.llm.server.client`): the run stops with
 :class:`~hdeval.errors.JudgeUnavailableError` instead of paying every remaining item's retries.
 Prompts are cut to the server's context (vLLM's ``max_model_len``, else ``llm.max_context``) in
-its own tokens (:mod:`hdeval.llm.server_context`); a prompt the server still refuses as too long
+its own tokens (:mod:`hdeval.llm.server.context`); a prompt the server still refuses as too long
 is that item's failure, not an outage.
 
 Log-likelihoods use the legacy ``/v1/completions`` endpoint with ``echo=True``
-(:mod:`hdeval.llm.server_likelihood`), refused on a vLLM server that caches prompt prefixes
-(:mod:`hdeval.llm.prefix_cache`).
+(:mod:`hdeval.llm.server.likelihood`), refused on a vLLM server that caches prompt prefixes
+(:mod:`hdeval.llm.server.prefix_cache`).
 
 The API key is read from an environment variable only. It, and any credentials in the server URL
 (``user:password@``, ``?api_key=``), are scrubbed from every failure reason, log line and error
@@ -37,17 +37,17 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from hdeval.errors import ConfigError, HDEvalError
-from hdeval.llm.breaker import CircuitBreaker
 from hdeval.llm.digits import DEFAULT_MIN_MASS, digit_score
-from hdeval.llm.prefix_cache import PrefixCacheProbe
-from hdeval.llm.server_context import ServerContext, ServerTokens
-from hdeval.llm.server_errors import describe_failure, is_context_error, is_outage
-from hdeval.llm.server_http import ServerStalled, open_client
-from hdeval.llm.server_likelihood import EchoLikelihood
-from hdeval.llm.server_models import ServedModel
+from hdeval.llm.server.breaker import CircuitBreaker
+from hdeval.llm.server.client import ServerStalled, open_client
+from hdeval.llm.server.context import ServerContext, ServerTokens
+from hdeval.llm.server.failures import describe_failure, is_context_error, is_outage
+from hdeval.llm.server.likelihood import EchoLikelihood
+from hdeval.llm.server.prefix_cache import PrefixCacheProbe
+from hdeval.llm.server.served_model import ServedModel
+from hdeval.llm.server.urls import mask_secrets, scrub_url, url_secrets
 from hdeval.llm.truncation import ContextOverflow
 from hdeval.llm.types import DigitScore, TokenCounts
-from hdeval.llm.urls import mask_secrets, scrub_url, url_secrets
 
 log = logging.getLogger(__name__)
 
@@ -169,8 +169,8 @@ class OpenAICompatibleBackend(ServedModel, ServerContext, EchoLikelihood, Prefix
     def _answers_kept(self) -> None:
         """Raise :class:`JudgeUnavailableError` if the breaker has tripped. Where the server
         answered again after an outage, first check that it serves what it served before
-        (:meth:`~hdeval.llm.server_models.ServedModel.recheck_identity`): once per reset of the
-        breaker, every call that ends after it waiting for the check."""
+        (:meth:`~hdeval.llm.server.served_model.ServedModel.recheck_identity`): once per reset of
+        the breaker, every call that ends after it waiting for the check."""
         self.breaker.check()
         if self.breaker.resets > self._checked_resets:
             with self._recheck_lock:

@@ -4,9 +4,9 @@ A request is ``chat_head + segment_1 + ... + segment_n + suffix + chat_tail``. T
 every prefix level is kept in an LRU that holds all a text's passes read (up to eight: source,
 source and text, source-free prompt, a signal family's segments), so the source is encoded once
 for all texts of a document and the text once for all its criteria. The suffixes run as the
-rows of batched passes over the shared cache (:mod:`hdeval.llm.kv_passes`: no row sees another,
-so an item's answer does not depend on what else is asked); only the needed positions get the
-vocabulary projection.
+rows of batched passes over the shared cache (:mod:`hdeval.llm.local.kv_passes`: no row sees
+another, so an item's answer does not depend on what else is asked); only the needed positions
+get the vocabulary projection.
 A likelihood request reads the text after an instruction; the KV of each instruction over a
 document is computed once and kept, so per text only its own tokens are computed, and
 :meth:`TransformersBackend.token_logprobs` returns every token's log-probability.
@@ -34,15 +34,15 @@ import torch
 from hdeval.errors import ConfigError
 from hdeval.llm.chat_template import end_of_reply, frame
 from hdeval.llm.digits import DEFAULT_MIN_MASS, digit_score
-from hdeval.llm.int8 import quantize_int8
-from hdeval.llm.kv_passes import KeptInstruction, Row, SharedPrefixPasses
-from hdeval.llm.precision import (
+from hdeval.llm.local.int8 import quantize_int8
+from hdeval.llm.local.kv_passes import KeptInstruction, Row, SharedPrefixPasses
+from hdeval.llm.local.precision import (
     QUANTIZATIONS,
     resolve_dtype,
     resolve_quantize,
     weights_fingerprint,
 )
-from hdeval.llm.row_attention import ROW_ATTENTION
+from hdeval.llm.local.row_attention import ROW_ATTENTION
 from hdeval.llm.truncation import ContextOverflow
 from hdeval.llm.types import SCORE_DIGITS, DigitScore, LogLikelihood, PrefixWork, TokenCounts
 from hdeval.llm.validity import checked_likelihood
