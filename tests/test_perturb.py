@@ -12,6 +12,7 @@ import pytest
 
 from hdeval.data import WRONG_ENDING
 from hdeval.dhp.catalogue import perturb_all, perturbations_for, summary_perturbations
+from hdeval.dhp.content_rules import FirstHalf, Negation
 from hdeval.dhp.llm_perturbation import (
     CACHE_KIND,
     DROP_NO_NEW_ENTITY,
@@ -24,9 +25,7 @@ from hdeval.dhp.rules import (
     DROP_NO_OTHER_TEXT,
     INJECTION_SENTENCE,
     CharacterDeletion,
-    FirstHalf,
     InstructionInjection,
-    Negation,
     RandomTypos,
     Replacement,
     SentenceReorder,

@@ -8,13 +8,12 @@ from collections.abc import Callable, Sequence
 import pandas as pd
 
 from hdeval.data import WRONG_ENDING
+from hdeval.dhp.content_rules import FirstHalf, Negation
 from hdeval.dhp.llm_perturbation import LLMPerturbation
 from hdeval.dhp.rules import (
     INJECTION_TEMPLATE,
     CharacterDeletion,
-    FirstHalf,
     InstructionInjection,
-    Negation,
     Perturbation,
     RandomTypos,
     Replacement,

@@ -32,10 +32,7 @@ RUNS = (
 )  # fmt: skip
 #: The learning-curve benchmark's table (its chart beside it, as .png), and its section's title.
 LEARNING_CURVE = Path("docs/learning_curve.csv")
-LEARNING_TITLE = "How many labels? SummEval, cross-fitted"
-#: The title of a table measured on one held-out split, before cross-fitting: a
-#: ``docs/learning_curve.csv`` without a ``folds`` column.
-HELD_OUT_LEARNING_TITLE = "How many labels? SummEval, the default run"
+LEARNING_TITLE = "How many labels? SummEval, 80 documents, cross-fitted"
 #: Same-judge single signals and baselines shown beside the bundle (when the run has them).
 SHOWN = (
     "likelihood",
@@ -91,12 +88,10 @@ def _partly_from_cache(llm: Mapping) -> bool:
 
 def _run_minutes(llm: Mapping) -> str:
     """A run's minutes, marked where its answers came from the cache."""
-    minutes = _minutes(llm.get("seconds"))
-    if not llm.get("seconds"):
-        return minutes
-    if _from_cache(llm):
+    minutes, timed = _minutes(llm.get("seconds")), bool(llm.get("seconds"))
+    if timed and _from_cache(llm):
         return minutes + " (answers cached)"
-    return minutes + (" (partly cached)" if _partly_from_cache(llm) else "")
+    return minutes + (" (partly cached)" if timed and _partly_from_cache(llm) else "")
 
 
 def _time_and_cpu(metrics: Mapping) -> str:
@@ -277,16 +272,10 @@ def cost_table(root: Path, record: str = "metrics.json") -> str:
 
 
 def learning_curve_table(summary: pd.DataFrame) -> str:
-    """``benchmarks/learning_curve.py``'s table (a row per number of training documents): the
-    cross-fitted r, or, in a table without ``folds``, the held-out r of one split."""
-    crossfitted = "folds" in summary.columns
-    documents, texts, r = (
-        ("training documents per fold", "training texts per fold", "cross-fitted r")
-        if crossfitted
-        else ("training documents", "texts", "held-out r")
-    )
+    """``benchmarks/learning_curve.py``'s table: a row per number of training documents."""
     lines = [
-        f"| {documents} | {texts} | {r}, mean of draws | range over draws | CI (first draw) |",
+        "| training documents per fold | training texts per fold | cross-fitted r, mean of draws "
+        "| range over draws | CI (first draw) |",
         "|---:|---:|---:|---:|---:|",
     ]
     for _, row in summary.iterrows():
@@ -298,29 +287,20 @@ def learning_curve_table(summary: pd.DataFrame) -> str:
 
 
 def learning_curve_section(root: Path) -> str:
-    """How many labels the default run needs, from ``docs/learning_curve.csv`` where it is."""
+    """How many labels a run needs, from ``docs/learning_curve.csv`` where it is."""
     path = root / LEARNING_CURVE
     if not path.is_file():
         return f"## {LEARNING_TITLE}\n\nNot measured at this version (no `{LEARNING_CURVE}`).\n"
     summary, chart = pd.read_csv(path), LEARNING_CURVE.with_suffix(".png")
-    command = f"`python benchmarks/learning_curve.py --run . --out {chart}`; no LLM call"
-    if "folds" in summary.columns:
-        title, alt = LEARNING_TITLE, "cross-fitted r"
-        what = (
-            f"Every text of the default run cross-fitted over its {int(summary['folds'].iloc[0])} "
-            "outer document folds, as `evaluate` does, except that each fold's whole model "
-            "selection and fit see only a random draw of that many of its training documents "
-            f"({command})."
-        )
-    else:
-        title, alt = HELD_OUT_LEARNING_TITLE, "held-out r"
-        what = (
-            "The default run's aggregator refit on random subsets of its training documents and "
-            f"scored on the same held-out texts ({command})."
-        )
+    what = (
+        f"Every text of the record cross-fitted over its {int(summary['folds'].iloc[0])} outer "
+        "document folds, as `evaluate` does, except that each fold's whole model selection and "
+        "fit see only a random draw of that many of its training documents (`python "
+        f"benchmarks/learning_curve.py --run RUN --out {chart}`; no LLM call)."
+    )
     return (
-        f"## {title}\n\n{what}\n\n{learning_curve_table(summary)}\n"
-        f"![{alt} against training documents]({chart.name})\n"
+        f"## {LEARNING_TITLE}\n\n{what}\n\n{learning_curve_table(summary)}\n"
+        f"![cross-fitted r against training documents]({chart.name})\n"
     )
 
 
