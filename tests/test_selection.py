@@ -64,7 +64,13 @@ def grouped_samples(ids: list[str], per_doc: int) -> pd.DataFrame:
 
 
 #: Likelihood columns as GPTScore reads them: one mean each, no other signal of the text.
-MEANS_ONLY = {"likelihood_stats": ["mean"], "source_free": False, "length": False, "families": []}
+MEANS_ONLY = {
+    "likelihood_stats": ["mean"],
+    "source_free": False,
+    "length": False,
+    "families": [],
+    "end_of_text": False,
+}
 
 
 def test_candidates_follow_the_search_space_and_what_was_scored() -> None:
