@@ -72,10 +72,11 @@ def main() -> None:
         took = f"{len(table)} draw{'s' * (len(table) != 1)} in {time.perf_counter() - start:.0f} s"
         print(f"{size} documents: {took if len(table) else 'skipped (more than a fold holds)'}")
         tables.append(table)
-    summary = summarise(pd.concat(tables), params.evaluate.folds)
+    table = pd.concat(tables)
+    summary = summarise(table, params.evaluate.folds)
     print(learning_curve_table(summary))
     if args.out:
-        plot(pd.concat(tables), args.out)
+        plot(table, args.out)
         summary.round(4).to_csv(args.out.with_suffix(".csv"), index=False)
         print(f"chart written to {args.out}, table to {args.out.with_suffix('.csv')}")
 
