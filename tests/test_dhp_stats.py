@@ -17,13 +17,12 @@ from hdeval.data import load_labels, save_labels
 from hdeval.dhp.benchmark import (
     DHPResult,
     _perturbation_row,
-    best_rated_samples,
     failed_perturbations,
     plot_dhp,
-    reference_samples,
     run_dhp,
 )
 from hdeval.dhp.catalogue import perturbations_for
+from hdeval.dhp.originals import best_rated_samples, reference_samples
 from hdeval.dhp.rules import CharacterDeletion, InstructionInjection, SentenceReorder
 from hdeval.dhp.runner import dhp_samples, run_suite, stage_labels
 from hdeval.dhp.statistics import discernment, harmonic_mean_p, level_weighted_average, wilcoxon_p

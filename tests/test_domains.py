@@ -25,8 +25,8 @@ from hdeval.data.convert import (
     convert,
     convert_rows,
 )
-from hdeval.dhp.benchmark import reference_samples
 from hdeval.dhp.catalogue import perturb_all, perturbations_for
+from hdeval.dhp.originals import reference_samples
 from hdeval.errors import ConfigError, DataValidationError
 from hdeval.params import Params, load_params
 from hdeval.scales import clip_to_ranges

@@ -1,5 +1,6 @@
-"""Signal families (hdeval.scoring.families, hdeval.scoring.sources): what each column reads
-of a sample, without a judge; the real judge's families are tested in test_family_judge.py."""
+"""Signal families (hdeval.scoring.families, hdeval.scoring.sources,
+hdeval.scoring.text_measures): what each column reads of a sample, without a judge; the real
+judge's families are tested in test_family_judge.py."""
 
 from __future__ import annotations
 
@@ -17,8 +18,6 @@ from hdeval.scoring.columns import Profile, describe, feature_columns, group_of,
 from hdeval.scoring.families import (
     FamilySample,
     passes,
-    repeated_trigrams,
-    said_before,
     sentence_values,
     values,
     wording_values,
@@ -32,6 +31,7 @@ from hdeval.scoring.sources import (
     sentence_spans,
     value_spans,
 )
+from hdeval.scoring.text_measures import repeated_trigrams, said_before
 
 
 def test_every_family_a_param_names_has_columns_and_no_other() -> None:

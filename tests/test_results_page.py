@@ -27,7 +27,8 @@ def test_the_readme_and_cost_tables_are_generated_from_the_run_records() -> None
 def test_a_record_without_its_cpu_and_time_says_so(tmp_path) -> None:
     """A record written before runs recorded their CPU and time is shown as "not recorded",
     never as 0 minutes on some CPU."""
-    from hdeval.report.results_page import cost_table, run_section, summary_table
+    from hdeval.report.results_page import run_section, summary_table
+    from hdeval.report.run_cost import cost_table
 
     metrics = json.loads((REPO / "metrics.json").read_text())
     metrics.pop("machine", None)

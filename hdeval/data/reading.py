@@ -13,11 +13,11 @@ from typing import Any, BinaryIO
 import pandas as pd
 
 from hdeval.data.table import OPTIONAL_COLUMNS, LabelledData, ScoreRange, _build
+from hdeval.data.text_checks import InvalidUnicode
 from hdeval.data.validation import (
     MAX_FIELD_CHARS,
     REPLACED,
     TEXT_ROW_HINT,
-    InvalidUnicode,
     _ErrorLog,
     _normalise_ranges,
     _raw_id,

@@ -3,25 +3,20 @@
 from __future__ import annotations
 
 import math
-import re
-import unicodedata
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
 from hdeval.data.table import MAX_REPORTED_ERRORS, OPTIONAL_COLUMNS, ScoreRange
+from hdeval.data.text_checks import InvalidUnicode, blank_errors, length_errors, unicode_problems
 from hdeval.errors import ConfigError, DataValidationError
-from hdeval.invalid_unicode import REPLACEMENT, SURROGATE, described, surrogates
 
 # --------------------------------------------------------------------------- validation
 
 #: Default longest text field of a row, in characters (``data.max_field_chars``).
 MAX_FIELD_CHARS = 1_000_000
-_TEXT_FIELDS = ("id", "doc_id", "system_id", "source", "output", "reference", *OPTIONAL_COLUMNS)
-#: What to do with invalid Unicode in a text (``data.invalid_unicode``).
-InvalidUnicode = Literal["refuse", "replace"]
 #: The record key listing the fields whose invalid Unicode was replaced.
 REPLACED = "unicode_replaced"
 
@@ -100,78 +95,6 @@ def _check_score(aspect: str, value: Any, score_range: ScoreRange) -> str | None
     return None
 
 
-def _invisible(char: str) -> bool:
-    """Whether ``char`` shows nothing: white space, a control or a format character (a
-    zero-width space, a joiner, a byte-order mark, a soft hyphen)."""
-    return char.isspace() or unicodedata.category(char) in ("Cc", "Cf", "Zs", "Zl", "Zp")
-
-
-def _blank_errors(raw: Mapping[str, Any]) -> list[str]:
-    """Texts that are empty or show nothing (white space, zero-width characters), and texts
-    holding a NUL character (checked even when other fields have type errors)."""
-    errors = []
-    blank = {"id", "doc_id", "source", "output", *OPTIONAL_COLUMNS}
-    for field, value in _text_fields(raw):
-        if (field in blank or field.startswith("references[")) and all(map(_invisible, value)):
-            errors.append(
-                f"field '{field}': must not be empty or whitespace only (invisible characters "
-                "such as U+200B count)"
-            )
-        elif "\0" in value:
-            errors.append(
-                f"field '{field}': holds a NUL character (U+0000) at character "
-                f"{value.index(chr(0))}: not text"
-            )
-    return errors
-
-
-def _length_errors(raw: Mapping[str, Any], max_chars: int) -> list[str]:
-    """Text fields longer than ``max_chars`` characters."""
-    return [
-        f"field '{name}': {len(value):,} characters, more than the limit of {max_chars:,} "
-        "(data.max_field_chars in params, --max-field-chars on the command line)"
-        for name, value in _text_fields(raw)
-        if len(value) > max_chars
-    ]
-
-
-def _text_fields(raw: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(field name, text) of every text field of a row that holds text, references one by
-    one."""
-    fields = [(f, raw.get(f)) for f in _TEXT_FIELDS]
-    references = raw.get("references")
-    if isinstance(references, list):
-        fields += [(f"references[{i}]", ref) for i, ref in enumerate(references)]
-    return [(name, value) for name, value in fields if isinstance(value, str)]
-
-
-def _unicode_problems(
-    raw: dict[str, Any], invalid_unicode: InvalidUnicode
-) -> tuple[dict[str, Any], list[str], list[str]]:
-    """(row, errors, fields replaced): lone surrogates in the row's texts are errors
-    (``refuse``) or replaced with U+FFFD (``replace``)."""
-    bad = [(name, found[0][1]) for name, text in _text_fields(raw) if (found := surrogates(text))]
-    if not bad:
-        return raw, [], []
-    if invalid_unicode == "refuse":
-        return raw, [_unicode_error(name, match) for name, match in bad], []
-    fixed = {k: _replaced(v) if isinstance(v, str) else v for k, v in raw.items()}
-    if isinstance(raw.get("references"), list):
-        fixed["references"] = [_replaced(r) if isinstance(r, str) else r for r in raw["references"]]
-    return fixed, [], [name for name, _ in bad]
-
-
-def _replaced(text: str) -> str:
-    return SURROGATE.sub(REPLACEMENT, text)
-
-
-def _unicode_error(field: str, match: re.Match[str]) -> str:
-    return (
-        f"{described(field, match)}; fix the text, or replace such code points with U+FFFD and "
-        "mark the row (data.invalid_unicode: replace; hdeval score --invalid-unicode replace)"
-    )
-
-
 def _validate_row(
     raw: Any,
     aspects: Sequence[str],
@@ -183,14 +106,15 @@ def _validate_row(
     """Validate one parsed row; return (canonical record or None, error messages).
 
     ``texts``: a row to score rather than a label row, whose ``doc_id`` may be left out
-    (:func:`document_of` gives one). ``invalid_unicode``: see :func:`_unicode_problems`; the
-    fields replaced are listed in the record under :data:`REPLACED`."""
+    (:func:`document_of` gives one). ``invalid_unicode``: see
+    :func:`~hdeval.data.text_checks.unicode_problems`; the fields replaced are listed in the
+    record under :data:`REPLACED`."""
     if not isinstance(raw, dict):
         return None, [f"expected a JSON object, got {_type_name(raw)}"]
-    errors: list[str] = _length_errors(raw, max_chars)
+    errors: list[str] = length_errors(raw, max_chars)
     if errors:
         return None, errors
-    raw, errors, replaced = _unicode_problems(raw, invalid_unicode)
+    raw, errors, replaced = unicode_problems(raw, invalid_unicode)
     if texts and raw.get("doc_id") is None and isinstance(raw.get("source"), str):
         raw = {**raw, "doc_id": document_of(raw["source"])}
     row = None
@@ -198,7 +122,7 @@ def _validate_row(
         row = _RowModel.model_validate(raw)
     except ValidationError as exc:
         errors += _pydantic_errors(exc)
-    errors += _blank_errors(raw)
+    errors += blank_errors(raw)
     if isinstance(raw.get("scores"), dict):
         errors += _score_errors(raw["scores"], aspects, ranges)
     elif aspects and raw.get("scores") is None:

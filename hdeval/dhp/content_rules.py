@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 import re
 
-from hdeval.dhp.rules import Perturbation
+from hdeval.dhp.perturbation import Perturbation
 from hdeval.dhp.text import Level, Perturbed, Severity, checked, split_sentences, text_seed
 from hdeval.llm.judge import CachedJudge
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from hdeval.dhp.rules import Perturbation, _check_severity
+from hdeval.dhp.perturbation import Perturbation, check_severity
 from hdeval.dhp.text import Level, Perturbed, Severity, checked, split_sentences
 from hdeval.errors import ConfigError, HDEvalError
 from hdeval.llm.judge import CachedJudge
@@ -148,7 +148,7 @@ class LLMPerturbation(Perturbation):
     def __init__(
         self, kind: str, severity: Severity = "minor", noun: str = "summary", errors: int = 2
     ) -> None:
-        self.severity = _check_severity(severity)
+        self.severity = check_severity(severity)
         if kind not in _LLM_LEVELS:
             raise ConfigError(f"unknown LLM perturbation {kind!r}; choose from {list(_LLM_LEVELS)}")
         if not 1 <= errors <= len(_NUMBER_WORDS):

@@ -10,10 +10,11 @@ score the injected text higher than the original.
 from __future__ import annotations
 
 import random
-from typing import ClassVar, Literal
+from typing import Literal
 
 import pandas as pd
 
+from hdeval.dhp.perturbation import CountedPerturbation, Perturbation, check_severity
 from hdeval.dhp.text import (
     Level,
     Perturbed,
@@ -26,66 +27,7 @@ from hdeval.dhp.text import (
 from hdeval.errors import ConfigError
 from hdeval.llm.judge import CachedJudge
 
-# --------------------------------------------------------------------------- base class
-
-
-class Perturbation:
-    """A named way to degrade a text. Subclasses implement :meth:`apply`."""
-
-    name: str
-    level: Level
-    severity: Severity
-    method: ClassVar[Literal["rule", "llm"]] = "rule"
-    #: An adversarial probe: a robust evaluator scores it *no higher* than the original.
-    probe: ClassVar[bool] = False
-    description: ClassVar[str] = ""
-
-    @property
-    def needs_llm(self) -> bool:
-        return self.method == "llm"
-
-    def apply(
-        self,
-        text: str,
-        seed: int,
-        judge: CachedJudge | None = None,
-    ) -> Perturbed:
-        raise NotImplementedError
-
-    def perturb_row(
-        self,
-        row: pd.Series,
-        samples: pd.DataFrame,
-        seed: int,
-        judge: CachedJudge | None = None,
-    ) -> Perturbed:
-        """Perturb ``row`` (a row of ``samples``); by default :meth:`apply` to its ``output``."""
-        return self.apply(str(row["output"]), seed, judge)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(name={self.name!r})"
-
-
-def _check_severity(severity: str) -> Severity:
-    if severity not in ("minor", "major"):
-        raise ConfigError(f"severity must be 'minor' or 'major', got {severity!r}")
-    return severity  # type: ignore[return-value]
-
-
 # --------------------------------------------------------------------------- rule-based
-
-
-class CountedPerturbation(Perturbation):
-    """A rule perturbation that changes ``k`` units of the text, ``k`` set by its severity."""
-
-    prefix: ClassVar[str]
-    #: ``k`` of the minor and of the major degree when none is given.
-    default_k: ClassVar[tuple[int, int]]
-
-    def __init__(self, severity: Severity = "minor", k: int | None = None) -> None:
-        self.severity = _check_severity(severity)
-        self.k = k if k is not None else self.default_k[severity == "major"]
-        self.name = f"{self.prefix}_{severity}"
 
 
 class CharacterDeletion(CountedPerturbation):
@@ -193,7 +135,7 @@ class SentenceReorder(Perturbation):
     description = "Swap two sentences (minor) or shuffle all sentences (major)."
 
     def __init__(self, severity: Severity = "minor", any_case: bool = False) -> None:
-        self.severity = _check_severity(severity)
+        self.severity = check_severity(severity)
         self.name = f"reorder_{severity}"
         self.any_case = any_case  # also split before lower-case letters (lower-cased text)
 

@@ -18,13 +18,12 @@ from hdeval.data.splitting import load_run_labels
 from hdeval.dhp.benchmark import (
     DHPResult,
     _combined_samples,
-    best_rated_samples,
     failed_perturbations,
     plot_dhp,
-    reference_samples,
     run_dhp,
 )
 from hdeval.dhp.catalogue import perturb_all, perturbations_for
+from hdeval.dhp.originals import best_rated_samples, reference_samples
 from hdeval.dhp.weights import EXPERT_WEIGHTS
 from hdeval.llm.judge import CachedJudge
 from hdeval.params import DataParams, DHPParams

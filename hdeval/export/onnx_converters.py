@@ -6,10 +6,10 @@ skl2onnx converts StandardScaler and Ridge as they are, and our
 and ``intercept_`` as Ridge does). Four converters are replaced here, passed per call by
 :func:`custom_converters` without touching skl2onnx's global registry: MLPRegressor (skl2onnx
 flattens multi-output predictions to one column), DecisionTreeRegressor and RandomForestRegressor
-(see :func:`_convert_tree_regressor`), and SimpleImputer (onnxruntime's Imputer operator has no
+(see :mod:`hdeval.export.onnx_trees`), and SimpleImputer (onnxruntime's Imputer operator has no
 float64 kernel; it becomes IsNaN + Where). Our monotone ensembles (one per aspect) are added: a
 :class:`~hdeval.training.monotone_trees.MonotoneForest` goes through the forest's converter,
-each tree feeding its own aspect; a ``MonotoneBoosting`` through :func:`_convert_boosting`.
+each tree feeding its own aspect; a ``MonotoneBoosting`` through ``onnx_trees.convert_boosting``.
 
 scikit-learn, skl2onnx and onnx are imported inside the functions that need them: importing this
 module needs only numpy.
@@ -17,11 +17,10 @@ module needs only numpy.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from hdeval.errors import HDEvalError
+from hdeval.export.onnx_trees import convert_boosting, convert_tree_regressor
 
 _ACTIVATIONS = {"relu": "Relu", "tanh": "Tanh", "logistic": "Sigmoid", "identity": "Identity"}
 
@@ -37,7 +36,7 @@ def _output_shape(operator, double: bool) -> None:
 
 
 def _tree_shape(operator) -> None:
-    """Trees: float64 output (see :func:`_convert_tree_regressor`)."""
+    """Trees: float64 output (see :func:`~hdeval.export.onnx_trees.convert_tree_regressor`)."""
     _output_shape(operator, double=True)
 
 
@@ -83,195 +82,6 @@ def _convert_mlp_regressor(scope, operator, container) -> None:
             _ACTIVATIONS[activation], [summed], [target], name=scope.get_unique_operator_name("Act")
         )
         current = target
-
-
-def _tree_attributes(
-    trees: list, n_outputs: int, weight: float, feeds: list[int] | None = None
-) -> dict[str, Any]:
-    """TreeEnsembleRegressor (ai.onnx.ml opset 3) attributes with float64 thresholds/leaves:
-    each tree feeds every output, or, with ``feeds``, the one output ``feeds[i]`` (a
-    single-output tree of a per-aspect forest)."""
-    from onnx import numpy_helper
-
-    nodes: dict[str, list] = {k: [] for k in ("tree", "node", "feature", "mode", "true", "false")}
-    thresholds: list[float] = []
-    targets: dict[str, list] = {k: [] for k in ("tree", "node", "id", "weight")}
-    for tree_id, tree in enumerate(trees):
-        for node_id in range(tree.node_count):
-            leaf = tree.children_left[node_id] == -1
-            nodes["tree"].append(tree_id)
-            nodes["node"].append(node_id)
-            nodes["feature"].append(0 if leaf else int(tree.feature[node_id]))
-            nodes["mode"].append("LEAF" if leaf else "BRANCH_LEQ")
-            nodes["true"].append(0 if leaf else int(tree.children_left[node_id]))
-            nodes["false"].append(0 if leaf else int(tree.children_right[node_id]))
-            thresholds.append(0.0 if leaf else float(tree.threshold[node_id]))
-            outputs = range(n_outputs) if feeds is None else (feeds[tree_id],)
-            for slot, output in enumerate(outputs) if leaf else ():
-                targets["tree"].append(tree_id)
-                targets["node"].append(node_id)
-                targets["id"].append(output)
-                targets["weight"].append(float(tree.value[node_id, slot, 0]) * weight)
-    return {
-        "n_targets": n_outputs,
-        "post_transform": "NONE",
-        "aggregate_function": "SUM",
-        "nodes_treeids": nodes["tree"],
-        "nodes_nodeids": nodes["node"],
-        "nodes_featureids": nodes["feature"],
-        "nodes_modes": nodes["mode"],
-        "nodes_truenodeids": nodes["true"],
-        "nodes_falsenodeids": nodes["false"],
-        "nodes_missing_value_tracks_true": [0] * len(nodes["tree"]),
-        "nodes_values_as_tensor": numpy_helper.from_array(np.array(thresholds, np.float64), "t"),
-        "target_treeids": targets["tree"],
-        "target_nodeids": targets["node"],
-        "target_ids": targets["id"],
-        "target_weights_as_tensor": numpy_helper.from_array(
-            np.array(targets["weight"], np.float64), "w"
-        ),
-    }
-
-
-def _convert_tree_regressor(scope, operator, container) -> None:
-    """Decision tree or random forest, compared exactly as scikit-learn does.
-
-    scikit-learn casts the features to float32 and compares them with float64 thresholds; the
-    graph does the same (Cast to float32 and back, then float64 thresholds and leaf values, summed
-    in float64 and rounded to float32 once). skl2onnx's converter emits ai.onnx.ml opset 1 with
-    float32 thresholds and leaf values: fed the float64 imputed features, it can send a row down
-    another branch than scikit-learn does (seen: 1e-2 off on a 400-tree forest); fed float32, it
-    sums the leaves in float32 (several 1e-6 off on a 100-tree forest).
-    """
-    from onnx import TensorProto
-
-    from hdeval.training.monotone_trees import MonotoneForest
-
-    model = operator.raw_operator
-    if isinstance(model, MonotoneForest):  # a forest per output, each tree feeding its own
-        forests = [forest.estimators_ for forest in model.estimators_]
-        trees = [tree.tree_ for forest in forests for tree in forest]
-        feeds = [output for output, forest in enumerate(forests) for _ in forest]
-        attributes = _tree_attributes(trees, len(forests), 1.0 / len(forests[0]), feeds)
-    else:
-        trees = [e.tree_ for e in getattr(model, "estimators_", [model])]
-        attributes = _tree_attributes(trees, int(model.n_outputs_), 1.0 / len(trees))
-    as_f32 = scope.get_unique_variable_name("tree_x_f32")
-    as_f64 = scope.get_unique_variable_name("tree_x_f64")
-    summed = scope.get_unique_variable_name("tree_y_f32")
-    source = operator.inputs[0].full_name
-    container.add_node(
-        "Cast",
-        [source],
-        [as_f32],
-        to=TensorProto.FLOAT,
-        name=scope.get_unique_operator_name("Cast"),
-    )
-    container.add_node(
-        "Cast",
-        [as_f32],
-        [as_f64],
-        to=TensorProto.DOUBLE,
-        name=scope.get_unique_operator_name("Cast"),
-    )
-    container.add_node(
-        "TreeEnsembleRegressor",
-        [as_f64],
-        [summed],
-        op_domain="ai.onnx.ml",
-        op_version=3,
-        name=scope.get_unique_operator_name("TreeEnsembleRegressor"),
-        **attributes,
-    )
-    container.add_node(
-        "Cast",
-        [summed],
-        [operator.outputs[0].full_name],
-        to=TensorProto.DOUBLE,
-        name=scope.get_unique_operator_name("Cast"),
-    )
-
-
-def _boosting_attributes(model) -> dict[str, Any]:
-    """TreeEnsembleRegressor (ai.onnx.ml v3) attributes of a :class:`MonotoneBoosting`: every
-    tree of every output's ``HistGradientBoostingRegressor`` with float64 thresholds and leaf
-    values (shrinkage already applied), and each output's baseline as its base value."""
-    from onnx import numpy_helper
-
-    nodes: dict[str, list] = {k: [] for k in ("tree", "node", "feature", "mode", "true", "false")}
-    targets: dict[str, list] = {k: [] for k in ("tree", "node", "id", "weight")}
-    thresholds: list[float] = []
-    tree_id = 0
-    for output, estimator in enumerate(model.estimators_):
-        for (predictor,) in estimator._predictors:
-            for node_id, node in enumerate(predictor.nodes):
-                leaf = bool(node["is_leaf"])
-                nodes["tree"].append(tree_id)
-                nodes["node"].append(node_id)
-                nodes["feature"].append(0 if leaf else int(node["feature_idx"]))
-                nodes["mode"].append("LEAF" if leaf else "BRANCH_LEQ")
-                nodes["true"].append(0 if leaf else int(node["left"]))
-                nodes["false"].append(0 if leaf else int(node["right"]))
-                thresholds.append(0.0 if leaf else float(node["num_threshold"]))
-                if leaf:
-                    targets["tree"].append(tree_id)
-                    targets["node"].append(node_id)
-                    targets["id"].append(output)
-                    targets["weight"].append(float(node["value"]))
-            tree_id += 1
-    base = [float(np.ravel(e._baseline_prediction)[0]) for e in model.estimators_]
-    return {
-        "n_targets": len(model.estimators_),
-        "post_transform": "NONE",
-        "aggregate_function": "SUM",
-        "base_values_as_tensor": numpy_helper.from_array(np.array(base, np.float64), "b"),
-        "nodes_treeids": nodes["tree"],
-        "nodes_nodeids": nodes["node"],
-        "nodes_featureids": nodes["feature"],
-        "nodes_modes": nodes["mode"],
-        "nodes_truenodeids": nodes["true"],
-        "nodes_falsenodeids": nodes["false"],
-        "nodes_missing_value_tracks_true": [0] * len(nodes["tree"]),
-        "nodes_values_as_tensor": numpy_helper.from_array(np.array(thresholds, np.float64), "t"),
-        "target_treeids": targets["tree"],
-        "target_nodeids": targets["node"],
-        "target_ids": targets["id"],
-        "target_weights_as_tensor": numpy_helper.from_array(
-            np.array(targets["weight"], np.float64), "w"
-        ),
-    }
-
-
-def _convert_boosting(scope, operator, container) -> None:
-    """Gradient-boosted trees, compared in float64 as scikit-learn compares them (the sum comes
-    out of onnxruntime in float32, as the other trees' does)."""
-    from onnx import TensorProto
-
-    as_f64 = scope.get_unique_variable_name("boost_x_f64")
-    summed = scope.get_unique_variable_name("boost_y_f32")
-    container.add_node(
-        "Cast",
-        [operator.inputs[0].full_name],
-        [as_f64],
-        to=TensorProto.DOUBLE,
-        name=scope.get_unique_operator_name("Cast"),
-    )
-    container.add_node(
-        "TreeEnsembleRegressor",
-        [as_f64],
-        [summed],
-        op_domain="ai.onnx.ml",
-        op_version=3,
-        name=scope.get_unique_operator_name("TreeEnsembleRegressor"),
-        **_boosting_attributes(operator.raw_operator),
-    )
-    container.add_node(
-        "Cast",
-        [summed],
-        [operator.outputs[0].full_name],
-        to=TensorProto.DOUBLE,
-        name=scope.get_unique_operator_name("Cast"),
-    )
 
 
 def _convert_simple_imputer(scope, operator, container) -> None:
@@ -329,9 +139,9 @@ def custom_converters() -> tuple[dict, dict]:
         OrientedRidge: convert_sklearn_linear_regressor,
         MLPRegressor: _convert_mlp_regressor,
         SimpleImputer: _convert_simple_imputer,
-        DecisionTreeRegressor: _convert_tree_regressor,
-        RandomForestRegressor: _convert_tree_regressor,
-        MonotoneBoosting: _convert_boosting,
-        MonotoneForest: _convert_tree_regressor,
+        DecisionTreeRegressor: convert_tree_regressor,
+        RandomForestRegressor: convert_tree_regressor,
+        MonotoneBoosting: convert_boosting,
+        MonotoneForest: convert_tree_regressor,
     }
     return converters, shapes

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hdeval.data.splitting import load_split
 from hdeval.llm.judge import CachedJudge
 from hdeval.params import Params
 from hdeval.pipeline.project_state import ProjectState
 from hdeval.pipeline.registry import STAGES
-from hdeval.pipeline.request_count import Planner, Probes, StageCost
-from hdeval.pipeline.scenario import Scenario
+from hdeval.pipeline.request_count import Probes, StageCost
+from hdeval.pipeline.scenario import scenarios
 
 #: Passes per kind of request a calibration times (a server: at least its concurrency).
 PROBE_PASSES = 8
@@ -52,12 +51,8 @@ def estimate(
     ``plan``."""
     concurrency = int(getattr(judge.backend, "concurrency", 1))
     probes = Probes(max(PROBE_PASSES, 2 * concurrency))
-    train, test = load_split(params.data)
-    lengths: dict[tuple[str, str], int] = {}  # tokens per text, shared by both cases
     cases = []
-    for upper in (False, True):
-        planner = Planner(judge, decomposer, probes, lengths)
-        case = Scenario(params, judge, decomposer, state, planner, train, test, upper)
+    for case in scenarios(params, judge, decomposer, state, probes):
         for stage in STAGES:
             if stage.plan is not None:
                 stage.plan(case)

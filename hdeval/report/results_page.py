@@ -1,7 +1,8 @@
-"""docs/results.md, the README's results table and docs/cost.md's table, generated from the
-committed run records, so no figure is typed twice: ``metrics.json`` (the default run) and
-``docs/runs/<name>.json`` (each preset's, and the default split with the bigger judge).
-``python -m hdeval.report.results_page`` rewrites them; a test checks they are up to date.
+"""docs/results.md, the README's results table and docs/cost.md's table (its figures read by
+:mod:`hdeval.report.run_cost`), generated from the committed run records, so no figure is typed
+twice: ``metrics.json`` (the default run) and ``docs/runs/<name>.json`` (each preset's, and the
+default split with the bigger judge). ``python -m hdeval.report.results_page`` rewrites them; a
+test checks they are up to date.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pandas as pd
 
 from hdeval.dhp.rules import INJECTION_PROBE
 from hdeval.report.results import label_of
+from hdeval.report.run_cost import cost_table, run_minutes, time_and_cpu
 from hdeval.report.summary import agreement_of, evaluated_on, rows_line, standing
 
 #: The runs on the page, in order: record file (relative to the repository), title, what it is.
@@ -70,51 +72,6 @@ def _paired(p: Mapping | None) -> str:
     return f"{p['difference']:+.3f} [{p['ci_low']:.2f}, {p['ci_high']:.2f}]"
 
 
-def _minutes(seconds: float | None) -> str:
-    return "not recorded" if not seconds else f"{seconds / 60:.1f}"
-
-
-def _from_cache(llm: Mapping) -> bool:
-    """Whether a run's answers all came from the result cache of an earlier run."""
-    return bool(llm.get("cache_hits")) and not llm["llm_calls"]
-
-
-def _partly_from_cache(llm: Mapping) -> bool:
-    """Whether a run that computed answers read its first stage's from an earlier run: a cold
-    run's layer@1 asks the judge first, so it finds none of its answers cached."""
-    first = llm.get("stages", {}).get("layer@1", {})
-    return bool(llm["llm_calls"] and first.get("cache_hits") and not first.get("llm_calls"))
-
-
-def _run_minutes(llm: Mapping) -> str:
-    """A run's minutes, marked where its answers came from the cache."""
-    minutes, timed = _minutes(llm.get("seconds")), bool(llm.get("seconds"))
-    if timed and _from_cache(llm):
-        return minutes + " (answers cached)"
-    return minutes + (" (partly cached)" if timed and _partly_from_cache(llm) else "")
-
-
-def _time_and_cpu(metrics: Mapping) -> str:
-    """Where the record has them, the minutes in the stages that call the judge and the CPU; a
-    run whose answers came from the result cache says so (its minutes are not a cold run's)."""
-    llm = metrics["llm"]
-    cpu, seconds = metrics.get("machine", {}).get("cpu"), llm.get("seconds")
-    if not (cpu and seconds):
-        return "its time and CPU are not recorded (a record written before runs recorded them)"
-    line = f"{seconds / 60:.1f} min in the stages that call the judge, on {cpu}"
-    if _from_cache(llm):
-        line += (
-            f" ({llm['cache_hits']:,} answers read from the result cache of an earlier run, "
-            "so not a cold run's time: docs/benchmarks.md has that)"
-        )
-    elif _partly_from_cache(llm):
-        line += (
-            f" ({llm['llm_calls']:,} computed, the rest read from the result cache of an earlier "
-            "run, so not a cold run's time: docs/benchmarks.md has that)"
-        )
-    return line
-
-
 def run_section(title: str, setup: str, metrics: Mapping) -> str:
     """One run: setup, the table of scorers, where the bundle stands against the best same-judge
     baseline and the peer, gates, families and what was left out."""
@@ -123,7 +80,7 @@ def run_section(title: str, setup: str, metrics: Mapping) -> str:
         f"## {title}",
         "",
         f"{setup}: {rows_line(metrics)}; judge "
-        f"`{llm['identity']}`; {llm['llm_calls']} LLM calls; {_time_and_cpu(metrics)}. Shipped: "
+        f"`{llm['identity']}`; {llm['llm_calls']} LLM calls; {time_and_cpu(metrics)}. Shipped: "
         f"{selection['kind']} on {selection['features']}, signal families "
         f"{', '.join(selection.get('families') or []) or 'none'}.",
         "",
@@ -236,38 +193,8 @@ def summary_table(root: Path) -> str:
             f"| {title} | {count} {read} | {_ci(bundle)} | {baseline} | "
             f"{_paired(paired)} {standing(paired)} | {published} | "
             f"{_paired(against) + ' ' + standing(against) if peer else '-'} | "
-            f"{'-' if dhp is None else f'{dhp:.2f}'} | {_run_minutes(metrics['llm'])} |"
+            f"{'-' if dhp is None else f'{dhp:.2f}'} | {run_minutes(metrics['llm'])} |"
         )
-    return "\n".join(lines) + "\n"
-
-
-def cost_table(root: Path, record: str = "metrics.json") -> str:
-    """docs/cost.md's table: each LLM stage's calls, prompt tokens and minutes in a run record."""
-    metrics = json.loads((root / record).read_text())
-    llm = metrics["llm"]
-    cpu = metrics.get("machine", {}).get("cpu", "a CPU the record does not name")
-    lines = [
-        f"Judge `{llm['identity']}` on {cpu}:",
-        "",
-        "| stage | LLM calls | answers from the cache | prompt tokens | minutes |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    for stage, cost in llm["stages"].items():
-        lines.append(
-            f"| {stage} | {cost['llm_calls']:,} | {cost['cache_hits']:,} | "
-            f"{cost['tokens']['prompt']:,} | {_minutes(cost.get('seconds'))} |"
-        )
-    lines.append(
-        f"| **all** | {llm['llm_calls']:,} | {llm['cache_hits']:,} | "
-        f"{llm['tokens']['prompt']:,} | {_minutes(llm.get('seconds'))} |"
-    )
-    if _from_cache(llm):
-        lines += [
-            "",
-            "Every answer of this record came from the result cache of an earlier run, so it "
-            "computed nothing: a cold run's calls, tokens and minutes per stage are in "
-            "[benchmarks.md](benchmarks.md).",
-        ]
     return "\n".join(lines) + "\n"
 
 

@@ -7,7 +7,8 @@ NaN in the table and a :class:`ScoringFailure` in the run; it is never cached as
 the next run retries it. A prompt longer than the judge's context is cut by the rule of
 :mod:`hdeval.llm.truncation` before its cache key is computed, and counted in the run as a
 :class:`Truncation`. This module needs numpy only (pandas is imported when a caller asks for a
-DataFrame), so production scoring stays light.
+DataFrame), so production scoring stays light. Each pass's requests are laid out by
+:mod:`hdeval.scoring.criterion_requests`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from hdeval.errors import HDEvalError, JudgeUnavailableError
-from hdeval.llm.judge import DIGITS, LOGLIK, CachedJudge
+from hdeval.llm.judge import CachedJudge
 from hdeval.llm.truncation import ContextOverflow, Fitted, fit_to_context
 from hdeval.llm.types import ContextLimited, DigitScore, LogLikelihood
 from hdeval.params import Mode, TaskSpec
@@ -32,31 +33,21 @@ from hdeval.scoring.columns import (
     TEXT_LENGTH,
     UNCONDITIONED,
     Profile,
-    column,
     criterion_of,
     feature_columns,
     with_unconditioned,
 )
+from hdeval.scoring.criterion_requests import CriterionRequests
 from hdeval.scoring.family_scorer import FamilyScorer
 from hdeval.scoring.likelihood_stats import statistics
-from hdeval.scoring.prompts import (
-    TEMPLATE_VERSION,
-    likelihood_for,
-    likelihood_instruction,
-    prompt_for,
-    prompt_segments,
-    source_free_instruction,
-    source_free_segment,
-    source_segment,
-)
-from hdeval.scoring.requests import Layout, Pass, PlannedPass, Request, cache_kind
+from hdeval.scoring.requests import Pass, PlannedPass, Request, cache_kind
 from hdeval.scoring.run import Sample, ScoringFailure, ScoringRun, Truncation, samples_of
 from hdeval.tree.criteria import CriteriaTree, Criterion
 
 log = logging.getLogger(__name__)
 
 
-class CriterionScorer:
+class CriterionScorer(CriterionRequests):
     """Scores samples on criteria of a tree through a :class:`CachedJudge`."""
 
     def __init__(
@@ -77,39 +68,6 @@ class CriterionScorer:
         self.profile = profile
         families = profile.families if self.unconditioned else ()
         self.families = FamilyScorer(judge, self.task, families, profile.end_of_text)
-
-    # ----------------------------------------------------------------- requests per sample
-    def prompt_requests(
-        self, tree: CriteriaTree, criteria: Sequence[Criterion], segments: list[str]
-    ) -> list[Request]:
-        requests = []
-        for c in criteria:
-            suffix = prompt_for(tree, c, self.task)
-            key = self.judge.key(DIGITS, TEMPLATE_VERSION, segments, suffix)
-            requests.append(Request(column("prompt", c.id), key, suffix))
-        return requests
-
-    def likelihood_requests(
-        self, tree: CriteriaTree, criteria: Sequence[Criterion], segments: list[str], output: str
-    ) -> list[Request]:
-        pairs = [(column("likelihood", c.id), likelihood_for(tree, c, self.task)) for c in criteria]
-        if self.unconditioned:
-            pairs.append((UNCONDITIONED, likelihood_instruction(self.task)))
-        return [self._likelihood_request(name, segments, text, output) for name, text in pairs]
-
-    def _likelihood_request(
-        self, column: str, segments: list[str], instruction: str, continuation: str
-    ) -> Request:
-        """One likelihood request. A text read without the judge's end-of-reply marker (not
-        ``profile.end_of_text``) names the same request with the marker as its ``ended`` twin."""
-        key = self.judge.key(LOGLIK, TEMPLATE_VERSION, segments, instruction, continuation)
-        marker = "" if self.profile.end_of_text else self.judge.reply_end
-        if not marker:
-            return Request(column, key, instruction)
-        ended = self.judge.key(
-            LOGLIK, TEMPLATE_VERSION, segments, instruction, continuation + marker
-        )
-        return Request(column, key, instruction, ended)
 
     def plan(self, samples: Any, tree: CriteriaTree) -> list[PlannedPass]:
         """Every pass :meth:`score` makes over ``samples`` on all of ``tree``, with its
@@ -233,43 +191,6 @@ class CriterionScorer:
         if self.profile.length and given is not None:
             values[TEXT_LENGTH] = float(len(read.split()))
         return values
-
-    def _passes(self, criteria: list[Criterion]) -> list[tuple[Pass, list[Criterion]]]:
-        """The scoring passes over one sample: each mode on ``criteria``, a likelihood pass for
-        :data:`UNCONDITIONED` alone when it is scored without the likelihood mode, and the
-        source-free likelihood of the text when the profile asks for it."""
-        passes: list[tuple[Pass, list[Criterion]]] = [(mode, criteria) for mode in self.modes]
-        if self.unconditioned and "likelihood" not in self.modes:
-            passes.append(("likelihood", []))
-        if self.unconditioned and self.profile.source_free:
-            passes.append(("source_free", []))
-        return passes
-
-    def _layout(self, kind: Pass, source: str, output: str, whole: bool = True) -> Layout:
-        """Shared segments of a sample's requests, and the continuation (likelihood: the text,
-        with the judge's end-of-reply marker where ``profile.end_of_text`` and it is ``whole``)."""
-        if kind == "prompt":
-            return prompt_segments(self.task, source, output), ""
-        ended = self.profile.end_of_text and whole
-        text = output.strip() + (self.judge.end_of_reply if ended else "")
-        if kind == "source_free":
-            return [source_free_segment(self.task)], text
-        return [source_segment(self.task, source)], text
-
-    def _requests(
-        self,
-        kind: Pass,
-        tree: CriteriaTree,
-        criteria: Sequence[Criterion],
-        segments: list[str],
-        continuation: str,
-    ) -> list[Request]:
-        if kind == "prompt":
-            return self.prompt_requests(tree, criteria, segments)
-        if kind == "source_free":
-            text = source_free_instruction(self.task)
-            return [self._likelihood_request(SOURCE_FREE, segments, text, continuation)]
-        return self.likelihood_requests(tree, criteria, segments, continuation)
 
     def _fit(
         self, sample: Sample, kind: Pass, requests: list[Request], run: ScoringRun, output: str

@@ -39,15 +39,15 @@ references     ``ref.given``: the text given the first reference           two l
 =============  ==========================================================  ===================
 
 A family's passes are plain likelihood requests of the cached judge; its columns are computed
-from their token log-probabilities and from the sample itself. Which families a bundle reads
-is in its card; ``hierarchy.min_family_gain`` drops a family that does not earn its place.
+from their token log-probabilities and from the sample itself (what its words alone tell:
+:mod:`hdeval.scoring.text_measures`). Which families a bundle reads is in its card;
+``hierarchy.min_family_gain`` drops a family that does not earn its place.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import pairwise
 
 import numpy as np
 
@@ -64,6 +64,7 @@ from hdeval.scoring.sources import (
     sentence_spans,
     value_spans,
 )
+from hdeval.scoring.text_measures import repeated_trigrams, rouge_values, said_before
 
 #: Words of the source's opening that coverage reads.
 LEAD_WORDS = 60
@@ -270,40 +271,3 @@ def token_index(text: str, position: int, n: int, token_count: Callable[[str], i
     if token_count is None:
         return round(n * position / max(len(text), 1))
     return min(token_count(text[:position].rstrip()), n)
-
-
-def repeated_trigrams(text: str) -> float:
-    """The share of ``text``'s word trigrams (lower-cased, split at whitespace) that repeat an
-    earlier one: 0 for a text that never repeats itself (or has under 3 words), towards 1 for
-    one that loops."""
-    words = text.lower().split()
-    trigrams = list(zip(words, words[1:], words[2:], strict=False))
-    return 1 - len(set(trigrams)) / len(trigrams) if trigrams else 0.0
-
-
-def said_before(text: str, history: str) -> float:
-    """The share of ``text``'s word pairs (lower-cased, split at whitespace) that ``history``
-    already holds: 0 for a response in its own words (or of under 2 words), towards 1 for one
-    that echoes the conversation or says only what it has said before."""
-    words = text.lower().split()
-    pairs = list(pairwise(words))
-    if not pairs:
-        return 0.0
-    heard = history.lower().split()
-    said = set(pairwise(heard))
-    return sum(pair in said for pair in pairs) / len(pairs)
-
-
-def rouge_values(text: str, references: Sequence[str]) -> dict[str, float]:
-    """ROUGE-1/2/L F1 of ``text``, best over ``references`` (the ``rouge-score`` package)."""
-    from rouge_score import rouge_scorer
-
-    if not references:
-        raise DataValidationError("no references: ROUGE needs them")
-    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
-    best = {"rouge1": 0.0, "rouge2": 0.0, "rougeL": 0.0}
-    for reference in references:
-        for name, score in scorer.score(reference, text).items():
-            best[name] = max(best[name], score.fmeasure)
-    return {"rouge.1:_text": best["rouge1"], "rouge.2:_text": best["rouge2"],
-            "rouge.l:_text": best["rougeL"]}  # fmt: skip

@@ -11,8 +11,9 @@ A likelihood request reads the text after an instruction; the KV of each instruc
 document is computed once and kept, so per text only its own tokens are computed, and
 :meth:`TransformersBackend.token_logprobs` returns every token's log-probability.
 
-Segments are tokenised separately and concatenated, so a boundary must not split a token: every
-prompt template ends its segments with a newline and starts the next with a non-space character.
+Segments are tokenised separately and concatenated (:mod:`hdeval.llm.local.framing`), so a
+boundary must not split a token: every prompt template ends its segments with a newline and starts
+the next with a non-space character.
 The context length is ``max_position_embeddings``, or ``max_context`` if smaller; the scorer
 fits prompts to it (:mod:`hdeval.llm.truncation`) and a longer prompt is refused before it reaches
 the model. The weights load on the first forward pass, so a judge whose every request the result
@@ -32,8 +33,8 @@ import numpy as np
 import torch
 
 from hdeval.errors import ConfigError
-from hdeval.llm.chat_template import end_of_reply, frame
 from hdeval.llm.digits import DEFAULT_MIN_MASS, digit_score
+from hdeval.llm.local.framing import PromptFraming
 from hdeval.llm.local.int8 import quantize_int8
 from hdeval.llm.local.kv_passes import KeptInstruction, Row, SharedPrefixPasses
 from hdeval.llm.local.precision import (
@@ -43,14 +44,13 @@ from hdeval.llm.local.precision import (
     weights_fingerprint,
 )
 from hdeval.llm.local.row_attention import ROW_ATTENTION
-from hdeval.llm.truncation import ContextOverflow
 from hdeval.llm.types import SCORE_DIGITS, DigitScore, LogLikelihood, PrefixWork, TokenCounts
 from hdeval.llm.validity import checked_likelihood
 
 log = logging.getLogger(__name__)
 
 
-class TransformersBackend(SharedPrefixPasses):
+class TransformersBackend(PromptFraming, SharedPrefixPasses):
     """A causal LM from a Hugging Face directory or a GGUF file, run with transformers."""
 
     def __init__(
@@ -134,56 +134,6 @@ class TransformersBackend(SharedPrefixPasses):
         """Whether the weights are in memory (see :attr:`model`)."""
         return self._model is not None
 
-    # ----------------------------------------------------------------- prompt framing
-    def _chat_frame(self) -> tuple[list[int], list[int]]:
-        """Token ids before and after the user message in the model's chat template."""
-        head, tail = frame(self.tokenizer)
-        return self._encode(head), self._encode(tail)
-
-    def end_of_reply(self) -> str:
-        """What the chat template puts right after a reply (``<|im_end|>``); "" without one."""
-        return end_of_reply(self.tokenizer)
-
-    def _encode(self, text: str) -> list[int]:
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
-
-    def _single_token_ids(self, digits: Sequence[str]) -> list[int]:
-        ids = []
-        for digit in digits:
-            encoded = self._encode(digit)
-            if len(encoded) != 1:
-                raise ConfigError(f"the tokenizer splits score digit {digit!r}; use another model")
-            ids.append(encoded[0])
-        return ids
-
-    def tokenize(self, text: str) -> list[int]:
-        return self._encode(text)
-
-    def frame_tokens(self) -> tuple[int, int]:
-        """Tokens the chat template puts before the first segment and after the suffix."""
-        return len(self._head_ids), len(self._tail_ids)
-
-    def detokenize(self, ids: Sequence[int]) -> str:
-        return self.tokenizer.decode(list(ids))
-
-    def prompt_tokens(self, segments: Sequence[str], suffix: str, continuation: str = "") -> int:
-        """Length of a request as this backend lays it out (every part tokenised on its own)."""
-        parts = [*segments, suffix, continuation]
-        return len(self._head_ids) + len(self._tail_ids) + sum(len(self._encode(p)) for p in parts)
-
-    def _check_context(self, n_tokens: int) -> None:
-        if self.max_context and n_tokens > self.max_context:
-            raise ContextOverflow(
-                f"a prompt of {n_tokens} tokens exceeds the judge's context of {self.max_context} "
-                "tokens; hdeval.llm.truncation.fit_to_context cuts prompts to fit"
-            )
-
-    def render(self, segments: Sequence[str], suffix: str) -> str:
-        """The whole prompt text as the model sees it (for tests and debugging)."""
-        head = self.tokenizer.decode(self._head_ids)
-        tail = self.tokenizer.decode(self._tail_ids)
-        return head + "".join(segments) + suffix + tail
-
     def _logprobs(self, hidden: torch.Tensor, exact: bool = False) -> torch.Tensor:
         """Log-probabilities over the vocabulary; ``exact`` projects in fp32.
 
@@ -219,24 +169,6 @@ class TransformersBackend(SharedPrefixPasses):
             return []
         last = torch.stack([result.hidden[-1] for result in self._rows(rows)])
         return [self._digit_score(logprobs) for logprobs in self._logprobs(last, exact=True)]
-
-    def _stem_split(self, suffix: str) -> tuple[tuple[int, ...], list[int]]:
-        """Token ids of ``suffix``'s stem and of the rest with the chat tail.
-
-        The stem is every line but the last two (in a hierarchy-aware prompt: the parent
-        criteria, which sibling criteria share; the metric and the answer cue stay). It is read
-        over the prefix once and kept, as a likelihood instruction is. It depends on the suffix
-        alone, so an item's answer does not depend on what else is asked. No stem where there
-        are at most two lines, or where the two parts would tokenise otherwise than the whole.
-        """
-        whole = self._encode(suffix)
-        lines = suffix.split("\n")
-        if len(lines) > 2:
-            stem = "\n".join(lines[:-2]) + "\n"
-            stem_ids, rest_ids = self._encode(stem), self._encode(suffix[len(stem) :])
-            if stem_ids and stem_ids + rest_ids == whole:
-                return tuple(stem_ids), rest_ids + self._tail_ids
-        return (), whole + self._tail_ids
 
     def _digit_score(self, logprobs: torch.Tensor) -> DigitScore:
         """The digit distribution of one reply position, read as a server's top log-probs are

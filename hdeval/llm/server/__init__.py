@@ -7,7 +7,8 @@ classified (:mod:`~hdeval.llm.server.failures`) and counted (:mod:`~hdeval.llm.s
 credentials kept out of every message (:mod:`~hdeval.llm.server.urls`), what the server serves
 and the identity built from it (:mod:`~hdeval.llm.server.served_model`,
 :mod:`~hdeval.llm.server.fingerprint`), its context in its own tokens
-(:mod:`~hdeval.llm.server.context`), and likelihoods read from echoed prompts
+(:mod:`~hdeval.llm.server.context`), digit scores read from a reply's top log-probabilities
+(:mod:`~hdeval.llm.server.chat_digits`), and likelihoods read from echoed prompts
 (:mod:`~hdeval.llm.server.likelihood`, :mod:`~hdeval.llm.server.echo`,
 :mod:`~hdeval.llm.server.prefix_cache`). Nothing is imported here.
 """

@@ -4,7 +4,8 @@ Each criterion suffix is one chat completion of a single token with ``logprobs``
 distribution is read from the first token's ``top_logprobs``. Requests run on a bounded thread
 pool and the ``openai`` client retries 408/409/429/5xx replies, timeouts and connection errors
 with exponential backoff. An item that still fails, or whose reply cannot be read as a score,
-becomes a :class:`DigitScore` failure with the reason; no score is ever invented.
+becomes a :class:`DigitScore` failure with the reason; no score is ever invented. A reply is
+read by :mod:`hdeval.llm.server.chat_digits`.
 
 Before its first request the backend asks the server once, without retries, what it serves
 (``GET /models``: :mod:`hdeval.llm.server.served_model` names the judge by it, and by a vLLM
@@ -28,7 +29,6 @@ message this module produces, and from the backend's ``identity`` and ``repr``.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import threading
 import time
@@ -37,8 +37,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from hdeval.errors import ConfigError, HDEvalError
-from hdeval.llm.digits import DEFAULT_MIN_MASS, digit_score
+from hdeval.llm.digits import DEFAULT_MIN_MASS
 from hdeval.llm.server.breaker import CircuitBreaker
+from hdeval.llm.server.chat_digits import read_digits
 from hdeval.llm.server.client import ServerStalled, open_client
 from hdeval.llm.server.context import ServerContext, ServerTokens
 from hdeval.llm.server.failures import describe_failure, is_context_error, is_outage
@@ -252,7 +253,7 @@ class OpenAICompatibleBackend(ServedModel, ServerContext, EchoLikelihood, Prefix
         started = time.perf_counter()
         try:
             reply = self._chat(message, max_tokens=1, logprobs=True, top_logprobs=self.top_logprobs)
-            result = self._read_digits(reply)
+            result = read_digits(reply, self.min_digit_mass)
         except Exception as exc:  # one bad item must not sink the batch
             result = DigitScore(failure=self._record_failure(exc))
         else:
@@ -263,30 +264,6 @@ class OpenAICompatibleBackend(ServedModel, ServerContext, EchoLikelihood, Prefix
         else:
             log.warning("no digit score from %s: %s", self.identity, result.failure)
         return result
-
-    def _read_digits(self, reply: Any) -> DigitScore:
-        choices = getattr(reply, "choices", None)
-        if not choices:
-            return DigitScore(failure="malformed reply: no choices")
-        logprobs = getattr(choices[0], "logprobs", None)
-        content = getattr(logprobs, "content", None) if logprobs is not None else None
-        if not content:
-            return DigitScore(
-                failure="reply has no logprobs for the first token "
-                "(the server ignored logprobs=True or returned no token)"
-            )
-        top = content[0].top_logprobs or []
-        if not top:
-            return DigitScore(failure="reply has no top_logprobs for the first token")
-        token_logprobs: dict[str, float] = {}
-        for entry in top:
-            lp = float(entry.logprob)
-            if entry.token in token_logprobs:  # distinct token ids with the same text
-                prev = token_logprobs[entry.token]
-                hi = max(prev, lp)
-                lp = hi + math.log(math.exp(prev - hi) + math.exp(lp - hi))
-            token_logprobs[entry.token] = lp
-        return digit_score(token_logprobs, self.min_digit_mass)
 
     def digit_scores(self, segments: Sequence[str], suffixes: Sequence[str]) -> list[DigitScore]:
         """One single-token chat completion per suffix, in input order.
