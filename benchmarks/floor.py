@@ -5,9 +5,10 @@ A decoder token costs ``2 x`` the weights of its Linear layers in FLOPs (attenti
 products, the norms and the vocabulary projection are left out, so the floor is a lower bound).
 The peak rate is the best of a few timed products of the judge's widest layer (hidden x
 intermediate) on a block of 256 tokens, in fp32 and in the precision the judge runs: int8 by
-``torch._int_mm`` (``llm.quantize: int8``) or bf16. Run alone it prints the rates; with
-``--metrics`` it prints a record's per-stage floor beside its measured seconds (only meaningful
-on the CPU the record was made on, which it names).
+``torch._int_mm`` (``llm.quantize: int8``), int8 by fbgemm (``int8_fbgemm``: the
+dynamic-quantised product on fp32 activations, per-token scaling included) or bf16. Run alone it
+prints the rates; with ``--metrics`` it prints a record's per-stage floor beside its measured
+seconds (only meaningful on the CPU the record was made on, which it names).
 
     python benchmarks/floor.py [--model DIR] [--metrics metrics.json]
 """
@@ -69,9 +70,16 @@ def _best_seconds(product, repeats: int = 7) -> float:
 
 def peak_rate(shape: Shape, precision: str) -> float:
     """FLOP/s of the best timed (TOKENS x hidden) @ (hidden x intermediate) product in
-    ``precision`` (fp32, bf16 or int8)."""
+    ``precision`` (fp32, bf16, int8 or int8_fbgemm)."""
     m, k, n = TOKENS, shape.hidden, shape.intermediate
-    if precision == "int8":
+    if precision == "int8_fbgemm":
+        from hdeval.llm.local.int8 import FbgemmInt8Linear
+
+        layer = FbgemmInt8Linear(torch.nn.Linear(k, n, bias=False))
+        a = torch.randn(m, k)
+        with torch.inference_mode():
+            seconds = _best_seconds(lambda: layer(a))
+    elif precision == "int8":
         a = torch.randint(-127, 128, (m, k), dtype=torch.int8)
         b = torch.randint(-127, 128, (k, n), dtype=torch.int8)
         seconds = _best_seconds(lambda: torch._int_mm(a, b))
@@ -86,8 +94,9 @@ def judge_precision() -> str:
     """The precision ``dtype: auto`` and ``quantize: auto`` give the local judge on this CPU."""
     from hdeval.llm.local.precision import resolve_dtype, resolve_quantize
 
-    if resolve_quantize("auto", "auto", "cpu") == "int8":
-        return "int8"
+    quantize = resolve_quantize("auto", "auto", "cpu")
+    if quantize != "none":
+        return quantize
     return "bf16" if resolve_dtype("auto") == torch.bfloat16 else "fp32"
 
 

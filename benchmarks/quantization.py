@@ -1,19 +1,21 @@
-"""int8 vs fp32 judge on the same texts: speed and agreement (``llm.quantize``).
+"""int8 vs fp32 judge on the same texts: speed and agreement (``llm.quantize``: ``int8``, whose
+products need VNNI to be fast, and ``int8_fbgemm``, fbgemm's kernels, fast on AVX2 too).
 
 The embedded judge is loaded once in float32; the summaries of one SummEval document are scored
 on the 4 SummEval aspects (prompt mode: expected 1-5 score; likelihood mode: mean token
 log-likelihood, criterion-conditioned and unconditioned), then the same model is quantised
-(``llm.quantize: int8``: :mod:`hdeval.llm.local.int8`) and scored again. Prints seconds per text per
+(:mod:`hdeval.llm.local.int8`, a copy per kind) and scored again. Prints seconds per text per
 mode, prompt tokens per text, and the agreement: expected-score differences, per-token
 log-likelihood differences, and the Pearson/Spearman correlation of each likelihood feature
 over the texts. Figures only, no asserts.
 
-    python benchmarks/quantization.py [--texts 16]
+    python benchmarks/quantization.py [--texts 16] [--kinds int8 int8_fbgemm]
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import time
 from pathlib import Path
@@ -25,7 +27,7 @@ from scoring import cpu_line
 
 from hdeval.llm.local.backend import TransformersBackend
 from hdeval.llm.local.embedded import pull
-from hdeval.llm.local.int8 import quantize_int8
+from hdeval.llm.local.int8 import INT8_LAYERS, quantize_int8
 from hdeval.params import TaskSpec
 from hdeval.scoring.prompts import (
     criterion_prompt,
@@ -115,6 +117,13 @@ def compare(name: str, base: dict, other: dict, columns: list[str]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--texts", type=int, default=16, help="summaries of the first document")
+    parser.add_argument(
+        "--kinds",
+        nargs="+",
+        choices=sorted(INT8_LAYERS),
+        default=sorted(INT8_LAYERS),
+        help="int8 layers to compare with fp32 (int8 is very slow without VNNI)",
+    )
     args = parser.parse_args()
     with open(REPO / "data" / "summeval" / "summeval.jsonl", encoding="utf-8") as handle:
         rows = [json.loads(line) for line in handle]
@@ -130,8 +139,10 @@ def main() -> None:
         prompt_segments(TASK, rows[0]["source"], rows[0]["output"]), ["x"]
     )  # warm-up
     base = score_all(backend, rows)
-    backend.model = quantize_int8(backend.model)
-    compare("int8", base, score_all(backend, rows), columns)
+    fp32 = backend.model
+    for kind in args.kinds:
+        backend.model = quantize_int8(copy.deepcopy(fp32), kind)
+        compare(kind, base, score_all(backend, rows), columns)
 
 
 if __name__ == "__main__":

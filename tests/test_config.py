@@ -132,8 +132,9 @@ def test_quantize_is_checked_against_backend_dtype_and_device(tmp_path: Path) ->
     assert _load(tmp_path, {}).quantize == "auto"
     assert _load(tmp_path, {"quantize": "int8"}).quantize == "int8"
     assert _load(tmp_path, {"quantize": "int8", "dtype": "float32"}).quantize == "int8"
+    assert _load(tmp_path, {"quantize": "int8_fbgemm"}).quantize == "int8_fbgemm"
     assert _load(tmp_path, {"quantize": "auto", "dtype": "bfloat16"}).quantize == "auto"
-    with pytest.raises(ConfigError, match=r"llm\.quantize: Input should be 'none', 'int8' or"):
+    with pytest.raises(ConfigError, match=r"llm\.quantize: Input should be 'none', 'int8', 'int8_"):
         _load(tmp_path, {"quantize": "int4"})
     with pytest.raises(ConfigError, match=r"set llm\.dtype to auto or float32, not bfloat16"):
         _load(tmp_path, {"quantize": "int8", "dtype": "bfloat16"})

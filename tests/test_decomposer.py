@@ -52,17 +52,18 @@ def test_decomposer_writes_the_tree_and_the_judge_scores(llama_server, embedded_
 
 
 @pytest.mark.model
-def test_an_int8_judge_leaves_the_criteria_to_its_unquantized_weights(embedded_dir):
+@pytest.mark.parametrize("kind", ["int8", "int8_fbgemm"])
+def test_an_int8_judge_leaves_the_criteria_to_its_unquantized_weights(embedded_dir, kind):
     from hdeval.llm.judge import open_decomposer
     from hdeval.llm.local.precision import resolve_dtype
     from hdeval.params import LLMConfig
 
-    config = LLMConfig(quantize="int8")
+    config = LLMConfig(quantize=kind)
     judge = open_judge(config)
     decomposer = open_decomposer(None, config, judge)
-    assert judge.identity.endswith(":float32-int8")
+    assert judge.identity.endswith(f":float32-{kind}")
     assert decomposer is not None and decomposer.cache is judge.cache
     # unquantized: the judge's weights in the dtype ``auto`` picks on this CPU (bf16 or fp32)
     unquantized = str(resolve_dtype("auto")).removeprefix("torch.")
-    assert decomposer.identity == judge.identity.replace(":float32-int8", f":{unquantized}")
+    assert decomposer.identity == judge.identity.replace(f":float32-{kind}", f":{unquantized}")
     assert open_decomposer(None, LLMConfig(quantize="none"), decomposer) is None

@@ -276,11 +276,48 @@ def test_int8_judge_loads_scores_close_to_fp32_and_has_its_own_identity(
     assert int8.generate("Name one colour.", max_new_tokens=4)  # the decomposer's path
 
 
+def test_fbgemm_int8_judge_stays_near_fp32_and_each_row_owns_its_numbers(
+    fp32_backend, embedded_dir, summeval_rows
+):
+    """``llm.quantize: int8_fbgemm`` (fbgemm's kernels, the fast int8 path without VNNI): every
+    Linear layer is int8, the identity is its own, scores stay
+    near fp32 (benchmarks/quantization.py: 0.013-0.020 nats per likelihood feature), and a
+    text's likelihood alone equals its likelihood in a batch of others to 1e-6: the per-token
+    scaling and the fixed row make one pass's quantisation that of any other."""
+    import torch
+
+    from hdeval.llm.local.backend import TransformersBackend
+    from hdeval.llm.local.int8 import FbgemmInt8Linear
+
+    fb = TransformersBackend(embedded_dir, quantize="int8_fbgemm")
+    assert fb.quantize == "int8_fbgemm" and fb.dtype == torch.float32
+    assert fb.identity == fp32_backend.identity.replace(":float32", ":float32-int8_fbgemm")
+    assert not any(isinstance(m, torch.nn.Linear) for m in fb.model.modules())
+    assert isinstance(fb.model.get_output_embeddings(), FbgemmInt8Linear)
+    row = first_source_words(summeval_rows[0], 60)
+    segments = prompt_segments(TASK, row["source"], row["output"])
+    ours = fb.digit_scores(segments, _suffixes())
+    theirs = fp32_backend.digit_scores(segments, _suffixes())
+    diffs = [abs(a.expected - b.expected) for a, b in zip(ours, theirs, strict=True)]
+    source = [source_segment(TASK, row["source"])]
+    texts = [r["output"].strip() for r in summeval_rows[:3]]
+    items = [(likelihood_instruction(TASK), t) for t in texts]
+    together = [r.mean for r in fb.loglikelihoods(source, items)]
+    fb.forget()
+    alone = fb.loglikelihoods(source, items[1:2])[0].mean
+    reference = fp32_backend.loglikelihoods(source, items[1:2])[0].mean
+    print(f"int8_fbgemm vs fp32: score diffs {diffs}, likelihood diff {alone - reference:.4f}")
+    assert abs(alone - together[1]) <= 1e-6
+    assert max(diffs) <= 0.3
+    assert 0 < abs(alone - reference) <= 0.08
+
+
 def test_kernels_capped_to_avx2_pick_the_avx2_only_precision():
     """``dtype: auto`` / ``quantize: auto`` under ``ATEN_CPU_CAPABILITY=avx2`` choose fp32, as on
     a CPU without bf16, even where the CPU has AVX512-BF16 or AMX; int8 Linear layers where the
     CPU has VNNI (its int8 products are the fast ones), unless oneDNN is held to AVX2 as well,
-    as ``benchmarks/default_run.py --isa avx2`` does: then plain fp32, an AVX2-only CPU's choice."""
+    as ``benchmarks/default_run.py --isa avx2`` does: then fbgemm's int8 layers, an AVX2-only
+    CPU's choice (fbgemm picks its kernels by the CPU itself, so there they may use more)."""
     import os
     import subprocess
     import sys
@@ -298,18 +335,18 @@ def test_kernels_capped_to_avx2_pick_the_avx2_only_precision():
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     vnni = int8_is_fast(Path("/proc/cpuinfo").read_text().split())
-    assert out.stdout.split() == ["torch.float32", "int8" if vnni else "none"]
+    assert out.stdout.split() == ["torch.float32", "int8" if vnni else "int8_fbgemm"]
     env["ONEDNN_MAX_CPU_ISA"] = "AVX2"
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
-    assert out.stdout.split() == ["torch.float32", "none"]
+    assert out.stdout.split() == ["torch.float32", "int8_fbgemm"]
 
 
 def test_auto_precision_is_bf16_only_with_amx_tiles():
     """AVX512-BF16 without AMX ran bf16 slower than fp32 (and 4x slower than int8): such a CPU
     gets fp32 with int8 Linear layers; one with AMX keeps bf16, unless oneDNN is held below
-    AMX; the live CPU follows the rule."""
+    AMX; one with AVX2 but no VNNI gets fbgemm's int8 layers; the live CPU follows the rule."""
     import os
     from pathlib import Path
 
@@ -317,12 +354,16 @@ def test_auto_precision_is_bf16_only_with_amx_tiles():
 
     from hdeval.llm.local.precision import (
         bf16_is_fast,
+        fbgemm_is_fast,
         int8_is_fast,
         resolve_dtype,
         resolve_quantize,
     )
 
     assert not int8_is_fast(["avx2", "fma"])  # AVX2 alone: torch's int8 products are slower
+    assert fbgemm_is_fast(["avx2", "fma"], ["x86", "fbgemm"])  # ... and fbgemm's are faster
+    assert not fbgemm_is_fast(["avx", "sse4_2"], ["x86", "fbgemm"])  # below fbgemm's least ISA
+    assert not fbgemm_is_fast(["avx2"], ["qnnpack"])  # a torch built without fbgemm
     assert int8_is_fast(["avx2", "avx_vnni"]) and int8_is_fast(["avx512f", "avx512_vnni"])
     assert not int8_is_fast(["avx512f", "avx512_vnni"], "avx2")  # oneDNN held below VNNI
     assert int8_is_fast(["avx512f", "avx512_vnni"], "AVX512_CORE_BF16")  # held below AMX only
@@ -341,7 +382,9 @@ def test_auto_precision_is_bf16_only_with_amx_tiles():
     assert resolve_dtype("auto") == (torch.bfloat16 if live else torch.float32)
     flags = Path("/proc/cpuinfo").read_text().split()
     int8 = not live and int8_is_fast(flags, os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL"))
-    assert resolve_quantize("auto", "auto", "cpu") == ("int8" if int8 else "none")
+    fbgemm = not live and fbgemm_is_fast(flags, torch.backends.quantized.supported_engines)
+    expected = "int8" if int8 else "int8_fbgemm" if fbgemm else "none"
+    assert resolve_quantize("auto", "auto", "cpu") == expected
 
 
 def test_a_reply_with_no_digit_mass_is_a_failure_even_with_no_minimum(embedded_dir):

@@ -141,8 +141,9 @@ def auto_precision() -> str:
     """The precision of the default judge config here (``dtype`` and ``quantize`` auto)."""
     from hdeval.llm.local.precision import resolve_dtype, resolve_quantize
 
-    int8 = resolve_quantize("auto", "auto", "cpu") == "int8"
-    return str(resolve_dtype("auto")).removeprefix("torch.") + ("-int8" if int8 else "")
+    quantize = resolve_quantize("auto", "auto", "cpu")
+    suffix = "" if quantize == "none" else f"-{quantize}"
+    return str(resolve_dtype("auto")).removeprefix("torch.") + suffix
 
 
 @pytest.fixture(scope="module")

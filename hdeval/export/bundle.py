@@ -43,6 +43,8 @@ ORIENTATIONS = {1: "higher is better", -1: "lower is better", 0: "not a quality 
 
 
 PRECISIONS = ("bfloat16", "float16", "float32")
+#: What follows the dtype in a local judge's precision: ``llm.quantize``'s int8 kinds, or nothing.
+QUANTIZED = ("", "int8", "int8_fbgemm")
 
 
 def split_precision(identity: str) -> tuple[str, str | None]:
@@ -55,7 +57,7 @@ def split_precision(identity: str) -> tuple[str, str | None]:
     """
     head, _, last = identity.rpartition(":")
     dtype, _, quantized = last.partition("-")  # float32-int8: llm.quantize int8 on fp32
-    if identity.startswith("transformers:") and dtype in PRECISIONS and quantized in ("", "int8"):
+    if identity.startswith("transformers:") and dtype in PRECISIONS and quantized in QUANTIZED:
         return head, last
     return identity, None
 

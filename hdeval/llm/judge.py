@@ -243,6 +243,6 @@ def open_decomposer(
     a few generations."""
     if decomposer is not None:
         return open_judge(decomposer, judge.cache)
-    if judge.identity.endswith("-int8"):
+    if "-int8" in judge.identity.rpartition(":")[2]:  # float32-int8, float32-int8_fbgemm
         return open_judge(judge_config.model_copy(update={"quantize": "none"}), judge.cache)
     return None

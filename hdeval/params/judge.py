@@ -31,11 +31,12 @@ class LLMConfig(Section):
     """openai: the environment variable holding the API key (never read from a file)."""
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
     """Local judges: auto is bfloat16 on a CPU with AMX (or a GPU), float32 elsewhere."""
-    quantize: Literal["none", "int8", "auto"] = "auto"
+    quantize: Literal["none", "int8", "int8_fbgemm", "auto"] = "auto"
     """Local judges: int8 runs every Linear layer with int8 weights and per-token int8
-    activations (:mod:`hdeval.llm.local.int8`); auto does so where ``dtype: auto`` runs float32 on
-    the CPU (no AMX) and the CPU has VNNI (without it int8 products are slower than float32).
-    int8 is part of the judge's identity: it never shares cache entries with float32."""
+    activations (:mod:`hdeval.llm.local.int8`), fast with VNNI; int8_fbgemm runs them through
+    fbgemm's kernels (7-bit weights), fast on AVX2. auto, where ``dtype: auto`` runs float32 on
+    the CPU (no AMX): int8 with VNNI, int8_fbgemm without it. Either is part of the judge's
+    identity: it never shares cache entries with float32."""
     device: str = "cpu"
     """Local judges: the torch device (cpu, cuda)."""
     concurrency: int = Field(4, ge=1)
@@ -105,15 +106,18 @@ class LLMConfig(Section):
                 f"llm.model {self.model!r} is not an embedded model; choose one of "
                 f"{', '.join(EMBEDDED_MODELS)} (or backend transformers with model_path)"
             )
-        if self.quantize == "int8" and self.backend == "openai":
+        int8 = self.quantize in ("int8", "int8_fbgemm")
+        if int8 and self.backend == "openai":
             raise ValueError("llm.quantize applies to the local backends, not to a server")
-        if self.quantize == "int8" and self.dtype not in ("auto", "float32"):
+        if int8 and self.dtype not in ("auto", "float32"):
             raise ValueError(
-                f"llm.quantize: int8 runs the rest of the model in float32; set llm.dtype to "
-                f"auto or float32, not {self.dtype}"
+                f"llm.quantize: {self.quantize} runs the rest of the model in float32; set "
+                f"llm.dtype to auto or float32, not {self.dtype}"
             )
-        if self.quantize == "int8" and self.device != "cpu":
-            raise ValueError("llm.quantize: int8 runs on the CPU only; set llm.device to cpu")
+        if int8 and self.device != "cpu":
+            raise ValueError(
+                f"llm.quantize: {self.quantize} runs on the CPU only; set llm.device to cpu"
+            )
         if self.identity is not None and self.backend != "openai":
             raise ValueError(
                 "llm.identity names a server's weights; a local judge is named by its own"

@@ -73,14 +73,18 @@ class TransformersBackend(PromptFraming, SharedPrefixPasses):
         if threads:
             torch.set_num_threads(threads)
         if quantize not in QUANTIZATIONS:
-            raise ConfigError(f"llm.quantize must be none, int8 or auto, got {quantize!r}")
+            raise ConfigError(
+                f"llm.quantize must be one of {', '.join(QUANTIZATIONS)}, got {quantize!r}"
+            )
         quantize = resolve_quantize(quantize, dtype, device)
         self.dtype = (
-            torch.float32 if quantize == "int8" and dtype == "auto" else resolve_dtype(dtype)
+            torch.float32 if quantize != "none" and dtype == "auto" else resolve_dtype(dtype)
         )
         self.device = torch.device(device)
-        if quantize == "int8" and (self.dtype != torch.float32 or self.device.type != "cpu"):
-            raise ConfigError("llm.quantize: int8 needs llm.dtype auto or float32 on the CPU")
+        if quantize != "none" and (self.dtype != torch.float32 or self.device.type != "cpu"):
+            raise ConfigError(
+                f"llm.quantize: {quantize} needs llm.dtype auto or float32 on the CPU"
+            )
         self._load_dir, self._gguf = (path.parent, path.name) if path.is_file() else (path, None)
         self.tokenizer = AutoTokenizer.from_pretrained(self._load_dir, gguf_file=self._gguf)
         self.config = AutoConfig.from_pretrained(self._load_dir, gguf_file=self._gguf)
@@ -123,7 +127,7 @@ class TransformersBackend(PromptFraming, SharedPrefixPasses):
                 attn_implementation=ROW_ATTENTION,
             )
         model.to(self.device).eval()
-        self._model = quantize_int8(model) if self.quantize == "int8" else model
+        self._model = model if self.quantize == "none" else quantize_int8(model, self.quantize)
 
     @model.setter
     def model(self, model: torch.nn.Module) -> None:
