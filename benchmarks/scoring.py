@@ -1,8 +1,8 @@
 """Scoring cost on the embedded judge: naive full prompts vs the shared-prefix path.
 
 For one SummEval sample and 20 criteria, in each precision ``dtype: auto`` / ``quantize: auto``
-can pick (int8 Linear layers on a CPU without AMX, bfloat16 with AMX; ``--precision`` picks
-one), it prints seconds per criterion of
+can pick (int8 Linear layers on a CPU without AMX: ``int8`` with VNNI, ``int8_fbgemm`` without;
+bfloat16 with AMX; ``--precision`` picks one), it prints seconds per criterion of
   naive  - every criterion prompt run whole, nothing shared;
   shared - the sample's KV cache computed once, then the criterion suffixes as the rows of
            batched passes over it (what the backend does: no row sees another, so an item's
@@ -12,7 +12,7 @@ document's first text and kept for its later texts), and the speed-ups; then sec
 prompt tokens per text (one sample on all 20 criteria), and the CPU (``lscpu`` model and the
 flags that decide the dtype). Figures only, no asserts.
 
-    python benchmarks/scoring.py [--naive-criteria 5] [--precision int8|bfloat16|float32]
+    python benchmarks/scoring.py [--naive-criteria 5] [--precision NAME (int8, int8_fbgemm, ...)]
 """
 
 from __future__ import annotations
@@ -80,6 +80,7 @@ def timed(fn) -> float:
 #: Precision name -> (llm.dtype, llm.quantize).
 PRECISIONS = {
     "int8": ("auto", "int8"),
+    "int8_fbgemm": ("auto", "int8_fbgemm"),
     "bfloat16": ("bfloat16", "none"),
     "float32": ("float32", "none"),
 }
@@ -159,14 +160,14 @@ def main() -> None:
     parser.add_argument("--naive-criteria", type=int, default=5, help="criteria timed naively")
     parser.add_argument(
         "--precision", choices=list(PRECISIONS), action="append",
-        help="default: int8 and bfloat16, the two that dtype/quantize auto can pick",
+        help="default: int8, int8_fbgemm and bfloat16, the three that dtype/quantize auto can pick",
     )  # fmt: skip
     args = parser.parse_args()
     with open(REPO / "data" / "summeval" / "summeval.jsonl", encoding="utf-8") as handle:
         row = json.loads(handle.readline())
     print(cpu_line())
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}")
-    for name in args.precision or ["int8", "bfloat16"]:
+    for name in args.precision or ["int8", "int8_fbgemm", "bfloat16"]:
         measure(name, row, args.naive_criteria)
 
 

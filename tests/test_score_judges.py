@@ -179,6 +179,28 @@ def test_killed_score_keeps_its_rows_and_resume_finishes(embedded_project, tmp_p
 
 
 @pytest.mark.model
+def test_resume_scores_again_with_the_judge_a_row_whose_text_was_edited(embedded_project, tmp_path):
+    """Score two rows with the real judge, edit one row's output, resume: the other row is kept
+    as it was, the edited one is scored again by the judge (its content hash is the new
+    text's) and the summary says why."""
+    write_texts(tmp_path / "in.jsonl", 2)
+    cache, bundle = embedded_project / "cache.sqlite", str(embedded_project / "bundle")
+    args = ["score", "in.jsonl", "--model", bundle, "--out", "out.jsonl"]
+    assert run(args, tmp_path, cache).returncode == 0
+    first = rows_of(tmp_path / "out.jsonl")
+    edited = (tmp_path / "in.jsonl").read_text().replace("decision number 1 is due", "it rained")
+    (tmp_path / "in.jsonl").write_text(edited)
+    done = run([*args, "--resume"], tmp_path, cache)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "1 rows kept, 1 re-scored (content changed), 0 new" in done.stderr
+    again = rows_of(tmp_path / "out.jsonl")
+    assert [r["id"] for r in again] == ["t0", "t1"] and again[0] == first[0]
+    assert again[1]["content_sha256"] != first[1]["content_sha256"]
+    assert again[1]["scores"] != first[1]["scores"]  # scored anew, from the new text
+    assert None not in again[1]["scores"].values()
+
+
+@pytest.mark.model
 def test_invalid_unicode_replaced_scores_every_row_and_marks_it(embedded_project, tmp_path):
     """Row b was cut inside an emoji (a lone surrogate). With --invalid-unicode replace, rows
     a, b and c are all scored and b is marked; every row names the bundle and the judge."""

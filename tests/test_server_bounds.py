@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import subprocess
 import threading
 import time
 from collections import Counter
@@ -19,6 +21,7 @@ from hdeval.errors import JudgeUnavailableError
 from hdeval.llm.server import context as server_context
 from hdeval.llm.server.backend import OpenAICompatibleBackend
 from hdeval.llm.server.context import ServerTokens
+from tests.test_bad_inputs import HDEVAL, make_bundle, texts
 from tests.test_openai_faults import _completion, _peaked
 from tests.test_openai_likelihood import EchoServer
 
@@ -133,6 +136,46 @@ def test_a_run_facing_a_silent_server_stops_within_the_timeout_and_ten_seconds()
             backend.prompt_tokens(["Text:\n" + "hello " * 40 + "\n"], "Score 1-5:")
             backend.digit_scores(["Text:\nhello\n\n"], ["Score 1-5:"] * 4)
         assert time.monotonic() - started < TIMEOUT + 3
+
+
+class SilentVllm(ScriptedServer):
+    """Lists its model as vLLM does (``root``, ``max_model_len``), then answers nothing: every
+    POST and every other GET (``/metrics``, ``/version``) is read and left waiting. ``first``:
+    when the first request came (``time.monotonic``)."""
+
+    first: float | None = None
+
+    def get(self, handler: BaseHTTPRequestHandler) -> None:
+        self.first = self.first or time.monotonic()
+        if handler.path.rstrip("/").endswith("/models"):
+            model = {"id": "echo", "root": "/models/echo", "max_model_len": 4096}
+            self.send(handler, 200, {"object": "list", "data": [model]})
+        else:
+            self.closing.wait(30)
+            handler.close_connection = True
+
+
+def test_hdeval_score_facing_a_silent_vllm_like_server_stops_within_the_timeout(tmp_path):
+    """The real CLI against a server that lists a vLLM model and then answers nothing: reading
+    its identity, its context and prefix caching, then scoring, all stop within llm.timeout +
+    10 s in total from its first request, with exit 2 and a message saying the server does not
+    answer."""
+    silent = {p: "silent" for p in ("/tokenize", "/apply-template", "/v1/chat/completions",
+                                    "/v1/completions", "/detokenize")}  # fmt: skip
+    with SilentVllm(silent) as server:
+        make_bundle(tmp_path / "bundle", f"openai-compatible:{server.base_url}:echo")
+        texts(tmp_path / "in.jsonl", 2)
+        llm = {"backend": "openai", "base_url": server.base_url, "model": "echo",
+               "api_key_env": "HDEVAL_TEST_UNSET_KEY", "timeout": TIMEOUT}  # fmt: skip
+        (tmp_path / "p.yaml").write_text(json.dumps({"llm": llm}))
+        env = {**os.environ, "HDEVAL_CACHE": str(tmp_path / "cache.sqlite")}
+        args = [HDEVAL, "score", "in.jsonl", "--model", "bundle", "--params", "p.yaml"]
+        done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True)
+        ended = time.monotonic()
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "no answer from the server" in done.stderr, done.stderr[-2000:]
+    assert server.first is not None and ended - server.first < TIMEOUT + 10
+    assert not (tmp_path / "out.jsonl").exists()
 
 
 def test_the_tokenizer_memo_is_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -21,6 +21,7 @@ import re
 import secrets
 from typing import Any
 
+from hdeval.llm.server.client import ServerStalled
 from hdeval.llm.server.echo import Echo
 from hdeval.llm.server.failures import probe_failure
 
@@ -105,9 +106,12 @@ class PrefixCacheProbe:
 
     def _declared_prefix_caching(self) -> bool | None:
         """Whether the server's ``/metrics`` declares prefix caching on; None where it has no
-        such page or does not say."""
+        such page or does not say. A server that answers nothing at all stops the run here as
+        anywhere (:class:`~hdeval.llm.server.client.ServerStalled`)."""
         try:
             text = self._client.get(self._server_root() + "/metrics", cast_to=str)
+        except ServerStalled:
+            raise
         except Exception:
             return None
         return declared(text) if isinstance(text, str) else None
