@@ -43,8 +43,7 @@ ORIENTATIONS = {1: "higher is better", -1: "lower is better", 0: "not a quality 
 
 
 PRECISIONS = ("bfloat16", "float16", "float32")
-#: What follows the dtype in a local judge's precision: ``llm.quantize``'s int8 kinds, or nothing.
-QUANTIZED = ("", "int8", "int8_fbgemm")
+INT8_KINDS = ("", "int8", "int8_fbgemm")  # what may follow the dtype: llm.quantize's kinds
 
 
 def split_precision(identity: str) -> tuple[str, str | None]:
@@ -56,8 +55,8 @@ def split_precision(identity: str) -> tuple[str, str | None]:
     match (see ``llm.strict_precision``). A server judge's identity names no precision.
     """
     head, _, last = identity.rpartition(":")
-    dtype, _, quantized = last.partition("-")  # float32-int8: llm.quantize int8 on fp32
-    if identity.startswith("transformers:") and dtype in PRECISIONS and quantized in QUANTIZED:
+    dtype, _, quantized = last.partition("-")  # float32-int8(_fbgemm): llm.quantize on fp32
+    if identity.startswith("transformers:") and dtype in PRECISIONS and quantized in INT8_KINDS:
         return head, last
     return identity, None
 
