@@ -19,7 +19,6 @@ def _tree_attributes(
     """TreeEnsembleRegressor (ai.onnx.ml opset 3) attributes with float64 thresholds/leaves:
     each tree feeds every output, or, with ``feeds``, the one output ``feeds[i]`` (a
     single-output tree of a per-aspect forest)."""
-    from onnx import numpy_helper
 
     nodes: dict[str, list] = {k: [] for k in ("tree", "node", "feature", "mode", "true", "false")}
     thresholds: list[float] = []
@@ -40,8 +39,15 @@ def _tree_attributes(
                 targets["node"].append(node_id)
                 targets["id"].append(output)
                 targets["weight"].append(float(tree.value[node_id, slot, 0]) * weight)
+    return {"n_targets": n_outputs, **_ensemble_attributes(nodes, thresholds, targets)}
+
+
+def _ensemble_attributes(nodes: dict, thresholds: list[float], targets: dict) -> dict[str, Any]:
+    """The attributes a summing TreeEnsembleRegressor takes from its nodes and leaf targets
+    (thresholds and weights in float64)."""
+    from onnx import numpy_helper
+
     return {
-        "n_targets": n_outputs,
         "post_transform": "NONE",
         "aggregate_function": "SUM",
         "nodes_treeids": nodes["tree"],
@@ -102,9 +108,17 @@ def convert_tree_regressor(scope, operator, container) -> None:
         to=TensorProto.DOUBLE,
         name=scope.get_unique_operator_name("Cast"),
     )
+    _ensemble_to_output(scope, operator, container, as_f64, summed, attributes)
+
+
+def _ensemble_to_output(scope, operator, container, features, summed, attributes) -> None:
+    """A TreeEnsembleRegressor (ai.onnx.ml v3) of ``attributes`` over ``features`` into
+    ``summed``, cast to the operator's float64 output."""
+    from onnx import TensorProto
+
     container.add_node(
         "TreeEnsembleRegressor",
-        [as_f64],
+        [features],
         [summed],
         op_domain="ai.onnx.ml",
         op_version=3,
@@ -150,23 +164,8 @@ def _boosting_attributes(model) -> dict[str, Any]:
     base = [float(np.ravel(e._baseline_prediction)[0]) for e in model.estimators_]
     return {
         "n_targets": len(model.estimators_),
-        "post_transform": "NONE",
-        "aggregate_function": "SUM",
         "base_values_as_tensor": numpy_helper.from_array(np.array(base, np.float64), "b"),
-        "nodes_treeids": nodes["tree"],
-        "nodes_nodeids": nodes["node"],
-        "nodes_featureids": nodes["feature"],
-        "nodes_modes": nodes["mode"],
-        "nodes_truenodeids": nodes["true"],
-        "nodes_falsenodeids": nodes["false"],
-        "nodes_missing_value_tracks_true": [0] * len(nodes["tree"]),
-        "nodes_values_as_tensor": numpy_helper.from_array(np.array(thresholds, np.float64), "t"),
-        "target_treeids": targets["tree"],
-        "target_nodeids": targets["node"],
-        "target_ids": targets["id"],
-        "target_weights_as_tensor": numpy_helper.from_array(
-            np.array(targets["weight"], np.float64), "w"
-        ),
+        **_ensemble_attributes(nodes, thresholds, targets),
     }
 
 
@@ -184,19 +183,5 @@ def convert_boosting(scope, operator, container) -> None:
         to=TensorProto.DOUBLE,
         name=scope.get_unique_operator_name("Cast"),
     )
-    container.add_node(
-        "TreeEnsembleRegressor",
-        [as_f64],
-        [summed],
-        op_domain="ai.onnx.ml",
-        op_version=3,
-        name=scope.get_unique_operator_name("TreeEnsembleRegressor"),
-        **_boosting_attributes(operator.raw_operator),
-    )
-    container.add_node(
-        "Cast",
-        [summed],
-        [operator.outputs[0].full_name],
-        to=TensorProto.DOUBLE,
-        name=scope.get_unique_operator_name("Cast"),
-    )
+    attributes = _boosting_attributes(operator.raw_operator)
+    _ensemble_to_output(scope, operator, container, as_f64, summed, attributes)
