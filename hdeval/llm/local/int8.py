@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import threading
 import warnings
+from collections.abc import Callable
 
 import torch
 
@@ -39,19 +40,47 @@ _WEIGHT_LEVELS = 63.0
 _last = threading.local()
 
 
-def quantise_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """int8 codes and per-row steps of ``x`` (rows: its last dimension), reused when the same
-    tensor is quantised again (unchanged: an inference tensor has no version counter, and a
-    decoder layer's projections read their input as it is)."""
+def _reused(x: torch.Tensor, kind: str, compute: Callable) -> tuple[torch.Tensor, torch.Tensor]:
+    """``compute`` of ``x``'s rows (its last dimension, as float32), reused when the same tensor
+    is quantised again the same ``kind`` of way (unchanged: an inference tensor has no version
+    counter, and a decoder layer's projections read their input as it is)."""
     version = None if x.is_inference() else x._version
     kept = getattr(_last, "entry", None)
-    if kept is not None and kept[0] is x and kept[1] == version:
-        return kept[2], kept[3]
-    rows = x.reshape(-1, x.shape[-1]).float()
-    step = rows.abs().amax(dim=1, keepdim=True).clamp_(min=1e-12).div_(_LEVELS)
-    codes = torch.div(rows, step).round_().to(torch.int8)
-    _last.entry = (x, version, codes, step)
-    return codes, step
+    if kept is not None and kept[0] is x and kept[1] == version and kept[2] == kind:
+        return kept[3]
+    value = compute(x.reshape(-1, x.shape[-1]).float())
+    _last.entry = (x, version, kind, value)
+    return value
+
+
+def _steps(rows: torch.Tensor) -> torch.Tensor:
+    """Each row's step: its largest magnitude over :data:`_LEVELS`."""
+    return rows.abs().amax(dim=1, keepdim=True).clamp_(min=1e-12).div_(_LEVELS)
+
+
+def _codes(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    step = _steps(rows)
+    return torch.div(rows, step).round_().to(torch.int8), step
+
+
+def _scaled(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    step = _steps(rows)
+    fixed = rows.new_zeros(1, rows.shape[1])
+    fixed[0, 0], fixed[0, -1] = _LEVELS, -_LEVELS
+    return torch.cat([torch.div(rows, step).clamp_(-_LEVELS, _LEVELS), fixed]), step
+
+
+def quantise_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """int8 codes and per-row steps of ``x`` (rows: its last dimension), reused for the next
+    layer reading the same input."""
+    return _reused(x, "codes", _codes)
+
+
+def scale_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rows of ``x`` each scaled to -127..127, with the fixed row (-127 and 127) appended,
+    and the per-row steps: :class:`FbgemmInt8Linear`'s input, reused like
+    :func:`quantise_rows`'s."""
+    return _reused(x, "scaled", _scaled)
 
 
 class Int8Linear(torch.nn.Module):
@@ -94,14 +123,9 @@ class FbgemmInt8Linear(torch.nn.Module):
         bias = linear.bias
         self.register_buffer("bias", None if bias is None else bias.detach().float())
         self.in_features, self.out_features = linear.in_features, linear.out_features
-        fixed = torch.zeros(1, self.in_features)
-        fixed[0, 0], fixed[0, -1] = _LEVELS, -_LEVELS
-        self.register_buffer("fixed_row", fixed)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rows = x.reshape(-1, x.shape[-1]).float()
-        step = rows.abs().amax(dim=1, keepdim=True).clamp_(min=1e-12).div_(_LEVELS)
-        scaled = torch.cat([torch.div(rows, step).clamp_(-_LEVELS, _LEVELS), self.fixed_row])
+        scaled, step = scale_rows(x)
         out = torch.ops.quantized.linear_dynamic(scaled, self.packed, False)[:-1]
         out.mul_(step)
         if self.bias is not None:
