@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import joblib
 import numpy as np
 import pandas as pd
 import pytest
@@ -71,6 +72,19 @@ def test_every_row_is_predicted_once_by_a_model_that_never_saw_its_document() ->
     # the informative signal carries over to documents never seen
     oof = fitted.predictions["hdeval"]
     assert np.corrcoef(oof["fluency"], data.targets["fluency"])[0, 1] > 0.8
+
+
+def test_folds_fit_side_by_side_give_the_figures_of_one_after_the_other() -> None:
+    features, data = _data(n_docs=10)
+    params = _params(folds=4).model_copy(
+        update={"aggregator": AggregatorParams(kinds=["linear", "tree"], n_trials=3, cv_folds=3)}
+    )
+    side_by_side = cross_fit(params, TREE, features, data)
+    with joblib.parallel_config(backend="sequential"):
+        in_turn = cross_fit(params, TREE, features, data)
+    assert side_by_side.folds == in_turn.folds
+    for name, table in in_turn.predictions.items():
+        pd.testing.assert_frame_equal(side_by_side.predictions[name], table, check_exact=True)
 
 
 def test_fewer_documents_than_folds_is_refused_saying_how_many_it_needs() -> None:

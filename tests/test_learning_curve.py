@@ -9,8 +9,10 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import joblib
 import numpy as np
 import pandas as pd
 import pytest
@@ -50,7 +52,7 @@ def _noisy(n_docs: int = 20):
 
 
 @pytest.fixture
-def fits(monkeypatch) -> list[dict]:
+def fits(monkeypatch) -> Iterator[list[dict]]:
     """Every select_and_fit call of cross_fit: the documents it trained on and its seconds."""
     calls: list[dict] = []
     real = crossfit.select_and_fit
@@ -63,7 +65,8 @@ def fits(monkeypatch) -> list[dict]:
         return selected
 
     monkeypatch.setattr(crossfit, "select_and_fit", spy)
-    return calls
+    with joblib.parallel_config(backend="sequential"):  # the spy sees the folds in this process
+        yield calls
 
 
 def test_each_fold_trains_on_the_chosen_documents_of_its_own_and_predicts_every_row(fits):

@@ -8,11 +8,13 @@ selection fits on every document.
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import joblib
 import numpy as np
 import pandas as pd
 
@@ -78,29 +80,28 @@ def cross_fit(
     (``evaluate.folds`` outer folds): each outer fold's selection and tuning run on the other
     folds' rows only, in a fresh Optuna storage. ``choose`` narrows each fold's training rows
     to the documents it picks (the learning curve; default: every training document), and
-    ``ablations=False`` predicts the bundle only."""
-    seed, ranges = params.hierarchy.seed, params.data.ranges()
+    ``ablations=False`` predicts the bundle only. The folds are fit side by side, one process
+    per CPU core (each fold's work is seeded and its own, so the figures are those of one
+    after the other); ``choose`` is asked in fold order, here."""
     groups = data.samples.loc[features.index, "doc_id"].to_numpy()
-    parts: dict[str, list[pd.DataFrame]] = {}
-    folds = []
-    for number, (train, test) in enumerate(outer_folds(groups, params.evaluate.folds, seed)):
+    plans = []
+    for number, (train, test) in enumerate(
+        outer_folds(groups, params.evaluate.folds, params.hierarchy.seed)
+    ):
         if choose is not None:
             chosen = list(choose(number, np.unique(groups[train])))
             train = train[np.isin(groups[train], chosen)]  # never a held-out document
-        train_x, test_x = features.iloc[train], features.iloc[test]
-        part = data.subset(train_x.index)
-        with tempfile.TemporaryDirectory() as work_dir:
-            selected = select_and_fit(params, tree, train_x, part, Path(work_dir))
-        tables = {}
-        if ablations:
-            tables = ablation_predictions(
-                tree, train_x, part, test_x, selected.kind, selected.params, seed, ranges,
-                params.aggregator.nonnegative,
-            )  # fmt: skip
-        tables["hdeval"] = predict(selected, test_x, data.aspects, ranges)
+        plans.append((number, train, test))
+    jobs = min(len(plans), os.cpu_count() or 1)
+    fitted = joblib.Parallel(n_jobs=jobs)(
+        joblib.delayed(_fit_fold)(params, tree, features, data, train, test, ablations)
+        for _, train, test in plans
+    )
+    parts: dict[str, list[pd.DataFrame]] = {}
+    folds = []
+    for (number, train, test), (tables, summary) in zip(plans, fitted, strict=True):
         for name, table in tables.items():
             parts.setdefault(name, []).append(table)
-        summary = selected.summary()
         folds.append(
             {
                 "fold": number,
@@ -111,8 +112,34 @@ def cross_fit(
                 **{k: v for k, v in summary.items() if k != "cv_table"},
             }
         )
-        log.info("outer fold %d: %s on %s", number, selected.kind, selected.feature_set.name)
+        log.info("outer fold %d: %s on %s", number, summary["kind"], summary["features"])
     predictions = {
         name: pd.concat(tables).reindex(features.index) for name, tables in parts.items()
     }
     return CrossFit(predictions, folds)
+
+
+def _fit_fold(
+    params: Params,
+    tree: CriteriaTree,
+    features: pd.DataFrame,
+    data: LabelledData,
+    train: np.ndarray,
+    test: np.ndarray,
+    ablations: bool,
+) -> tuple[dict[str, pd.DataFrame], dict]:
+    """One outer fold: the selection and fit on its ``train`` rows, and the predictions of its
+    ``test`` rows by the bundle (``hdeval``) and, with ``ablations``, by each ablation."""
+    seed, ranges = params.hierarchy.seed, params.data.ranges()
+    train_x, test_x = features.iloc[train], features.iloc[test]
+    part = data.subset(train_x.index)
+    with tempfile.TemporaryDirectory() as work_dir:
+        selected = select_and_fit(params, tree, train_x, part, Path(work_dir))
+    tables = {}
+    if ablations:
+        tables = ablation_predictions(
+            tree, train_x, part, test_x, selected.kind, selected.params, seed, ranges,
+            params.aggregator.nonnegative,
+        )  # fmt: skip
+    tables["hdeval"] = predict(selected, test_x, data.aspects, ranges)
+    return tables, selected.summary()
