@@ -283,11 +283,14 @@ def test_fbgemm_int8_judge_stays_near_fp32_and_each_row_owns_its_numbers(
     Linear layer is int8, the identity is its own, scores stay
     near fp32 (benchmarks/quantization.py: 0.013-0.020 nats per likelihood feature), and a
     text's likelihood alone equals its likelihood in a batch of others to 1e-6: the per-token
-    scaling and the fixed row make one pass's quantisation that of any other."""
+    scaling and the fixed row make one pass's quantisation that of any other. Loaded from
+    the stored bf16 weights, it computes what the same layers loaded in float32 compute."""
+    import copy
+
     import torch
 
     from hdeval.llm.local.backend import TransformersBackend
-    from hdeval.llm.local.int8 import FbgemmInt8Linear
+    from hdeval.llm.local.int8 import FbgemmInt8Linear, WideningEmbedding, quantize_int8
 
     fb = TransformersBackend(embedded_dir, quantize="int8_fbgemm")
     assert fb.quantize == "int8_fbgemm" and fb.dtype == torch.float32
@@ -310,6 +313,13 @@ def test_fbgemm_int8_judge_stays_near_fp32_and_each_row_owns_its_numbers(
     assert abs(alone - together[1]) <= 1e-6
     assert max(diffs) <= 0.3
     assert 0 < abs(alone - reference) <= 0.08
+    # loaded in its stored bf16 and widened as it is quantised: a float32 load's numbers
+    assert isinstance(fb.model.get_input_embeddings(), WideningEmbedding)
+    widened = quantize_int8(copy.deepcopy(fp32_backend.model), "int8_fbgemm")
+    assert not isinstance(widened.get_input_embeddings(), WideningEmbedding)
+    ids = torch.tensor([fb.tokenizer.encode(texts[0])])
+    with torch.inference_mode():
+        assert torch.equal(fb.model(ids).logits, widened(ids).logits)
 
 
 def test_kernels_capped_to_avx2_pick_the_avx2_only_precision():

@@ -48,6 +48,8 @@ from hdeval.llm.types import SCORE_DIGITS, DigitScore, LogLikelihood, PrefixWork
 from hdeval.llm.validity import checked_likelihood
 
 log = logging.getLogger(__name__)
+#: Stored weight types a float32 judge with int8 layers loads as they are: they widen exactly.
+_WIDEN_EXACTLY = (torch.bfloat16, torch.float16)
 
 
 class TransformersBackend(PromptFraming, SharedPrefixPasses):
@@ -119,11 +121,13 @@ class TransformersBackend(PromptFraming, SharedPrefixPasses):
         from transformers import AutoModelForCausalLM
 
         log.info("loading the judge %s", self.identity)
+        stored = getattr(self.config, "dtype", None)
+        narrow = self.quantize != "none" and self._gguf is None and stored in _WIDEN_EXACTLY
         with _quiet_loading():  # no weight-loading bar in every stage that loads the judge
             model = AutoModelForCausalLM.from_pretrained(
                 self._load_dir,
                 gguf_file=self._gguf,
-                dtype=self.dtype,
+                dtype=stored if narrow else self.dtype,  # int8: widened as it is quantised
                 attn_implementation=ROW_ATTENTION,
             )
         model.to(self.device).eval()

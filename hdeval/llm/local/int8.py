@@ -140,14 +140,37 @@ INT8_LAYERS: dict[str, type[torch.nn.Module]] = {
 }
 
 
+class WideningEmbedding(torch.nn.Module):
+    """An embedding table kept in the 16-bit type it was stored in, whose looked-up rows are
+    float32: a float32 table's numbers (16-bit floats widen exactly) at half its memory, 272 MB
+    less on the 0.5B judge. The table is a plain attribute, so ``Module.float()`` keeps it."""
+
+    def __init__(self, embedding: torch.nn.Embedding) -> None:
+        super().__init__()
+        self.table = embedding.weight.detach().clone()  # not a view of the weights file
+        self.padding_idx = embedding.padding_idx
+        self.num_embeddings, self.embedding_dim = self.table.shape
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.embedding(ids, self.table).float()
+
+
 def quantize_int8(model: torch.nn.Module, kind: str = "int8") -> torch.nn.Module:
     """``model`` with every Linear layer, the vocabulary projection included, replaced by the
-    int8 layer of ``kind`` (:data:`INT8_LAYERS`; in place). The vocabulary projection is the
-    largest Linear of a small model (136M of 494M weights for Qwen2.5-0.5B) and likelihood mode
-    runs it on every token of the text."""
+    int8 layer of ``kind`` (:data:`INT8_LAYERS`; in place), and everything else in float32.
+    The vocabulary projection is the largest Linear of a small model (136M of 494M weights for
+    Qwen2.5-0.5B) and likelihood mode runs it on every token of the text.
+
+    A model loaded in its stored 16-bit type gives the numbers of one loaded in float32 (each
+    weight widens exactly before it is quantised, the norms widen, the input embedding widens
+    the rows it looks up: :class:`WideningEmbedding`) without a float32 copy of every weight
+    in memory: 2.7 GB at the peak of loading the 0.5B judge instead of 4.0."""
     layer = INT8_LAYERS[kind]
     for module in list(model.modules()):
         for name, child in list(module.named_children()):
             if isinstance(child, torch.nn.Linear):
                 setattr(module, name, layer(child))
-    return model
+    embedding = model.get_input_embeddings()
+    if embedding.weight.dtype in (torch.bfloat16, torch.float16):
+        model.set_input_embeddings(WideningEmbedding(embedding))
+    return model.float()
