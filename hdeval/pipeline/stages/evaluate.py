@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from hdeval import workspace as ws
-from hdeval.data import load_labels
+from hdeval.data import LabelledData, load_labels
 from hdeval.llm.judge import open_judge
 from hdeval.params import Params
 from hdeval.pipeline.stages.base import EVERY_LAYER, Out, Stage
@@ -18,6 +18,7 @@ from hdeval.pipeline.stages.final_layer import FinalLayer
 from hdeval.report.results import agreement_line, evaluation_plots
 from hdeval.report.summary import layer_summary, machine, stage_cost
 from hdeval.scoring.columns import UNCONDITIONED
+from hdeval.scoring.run import ScoringRun
 from hdeval.training.crossfit import cross_fit
 from hdeval.training.fit import agreements
 from hdeval.training.hierarchy import scores_unconditioned
@@ -33,9 +34,7 @@ def run(params: Params) -> None:
     final = FinalLayer.read(params)
     params = final.params_scored(params)
     grown_on = ws.read_features(ws.layer_dir(params.hierarchy.layers) / "features.csv")
-    judge = open_judge(params.llm)
-    scorer = final.scorer(judge, params, UNCONDITIONED in grown_on.columns)
-    scored = scorer.score(unseen.samples, final.tree)
+    scored, judged = _score(params, final, unseen, UNCONDITIONED in grown_on.columns)
     features = pd.concat([grown_on, scored.features]).loc[rows.samples.index]
     fitted = cross_fit(params, final.tree, features, rows)
     out = ws.fresh(ws.EVALUATE)
@@ -52,12 +51,12 @@ def run(params: Params) -> None:
         "folds": fitted.folds,
         "layers": {str(r["layer"]): layer_summary(r) for r in layers},
         "llm": {
-            "identity": judge.identity,
+            "identity": judged["identity"],
             "failed_scores": len(scored.failures),
             "truncated_samples": scored.truncated_samples,
             "stages": {
                 **{f"layer@{r['layer']}": stage_cost(r) for r in layers},
-                "evaluate": judge.cost(),
+                "evaluate": judged["cost"],
             },
         },
         "rows": {
@@ -75,6 +74,16 @@ def run(params: Params) -> None:
         f"cross-fitted {len(rows)} texts of {metrics['rows']['documents']} documents "
         f"({params.evaluate.folds} folds): {agreement_line(figures['hdeval']['average'])}"
     )
+
+
+def _score(
+    params: Params, final: FinalLayer, unseen: LabelledData, unconditioned: bool
+) -> tuple[ScoringRun, dict]:
+    """``unseen``'s rows scored on the final tree, and the judge's identity and cost; the
+    judge's weights are let go on return, before the cross-fitting's processes start."""
+    judge = open_judge(params.llm)
+    scored = final.scorer(judge, params, unconditioned).score(unseen.samples, final.tree)
+    return scored, {"identity": judge.identity, "cost": judge.cost()}
 
 
 def plan(scenario: Scenario) -> None:
