@@ -10,9 +10,11 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from hdeval.systems.statistics import compare, error_sd, holm
+from hdeval.systems.system_error import system_error_sd
 from tests.test_bad_inputs import refused, run
 
 LEVEL = 0.9
@@ -90,6 +92,60 @@ def test_the_evaluators_error_widens_the_cis() -> None:
         plain.pairs[0].high - plain.pairs[0].low
     )
     assert error_sd(np.full((2, 2), np.nan), LEVEL) is None
+
+
+def test_a_systems_offset_many_documents_cannot_average_away_ties_the_pair() -> None:
+    """Two systems the humans score alike, one of them favoured by the evaluator by 0.15 on
+    every text: on 200 documents the per-text error alone calls them different; with the
+    bundle's error of a system's mean (0.15) they tie, and a pair ten times farther apart is
+    still called different."""
+    systems = ["favoured", "plain"]
+    scores = _scores(scored_rows({"favoured": 0.15, "plain": 0.0}, n_docs=200), systems)
+    sd = error_sd(np.full(scores.shape, 0.6), LEVEL)
+    texts_only = compare("coherence", systems, scores, sd, n_boot=2000)
+    assert texts_only.pairs[0].significant
+    both = compare("coherence", systems, scores, sd, system_sd=0.15, n_boot=2000)
+    assert not both.pairs[0].significant and both.system_sd == 0.15
+    assert both.pairs[0].low < 0 < both.pairs[0].high
+    apart = _scores(scored_rows({"favoured": 1.5, "plain": 0.0}, n_docs=200), systems)
+    far = compare("coherence", systems, apart, sd, system_sd=0.15, n_boot=2000)
+    assert far.pairs[0].significant
+
+
+def test_the_system_error_is_the_spread_of_system_means_about_the_humans_line() -> None:
+    """Systems whose mean predictions stray from the line through the humans' means by a known
+    0.2 (on a scale compressed to half, which keeps the order and is no error), and systems
+    that do not stray: the estimate finds about 0.2 and about 0, and nothing for 2 systems."""
+    rng = np.random.default_rng(3)
+    true_offsets = rng.normal(0, 0.2, 40)
+    rows = []
+    for k, offset in enumerate(true_offsets):
+        quality = rng.normal(3, 0.5)
+        for _ in range(30):
+            human = quality + rng.normal(0, 0.6)
+            rows.append((f"S{k}", human, 1.5 + 0.5 * human + offset + rng.normal(0, 0.3)))
+    systems, human, predicted = (pd.Series(c) for c in zip(*rows, strict=True))
+    found = system_error_sd(predicted, human, systems)
+    assert abs(found - float(np.std(true_offsets, ddof=1))) < 0.05
+    faithful = 1.5 + 0.5 * human + pd.Series(rng.normal(0, 0.3, len(human)))
+    assert system_error_sd(faithful, human, systems) < 0.03
+    two = systems.isin(["S0", "S1"])
+    assert system_error_sd(predicted[two], human[two], systems[two]) is None
+
+
+def test_rows_carry_the_bundles_system_error_into_the_comparison(tmp_path) -> None:
+    rows = [{**r, "system_error_sd": {"coherence": 2.0, "fluency": None}}
+            for r in scored_rows({"new": 0.5, "old": 0.0})]  # fmt: skip
+    done = run(["compare-systems", str(write(tmp_path / "s.jsonl", rows)), "--csv", "o.csv"],
+               tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "error of a system's mean (sd 2" in " ".join(done.stdout.split())
+    table = list(csv.DictReader((tmp_path / "o.csv").open()))
+    pair = next(r for r in table if r["aspect"] == "coherence" and r["kind"] == "difference")
+    assert pair["significant"] == "False"  # 0.5 apart, against an offset of sd 2 per system
+    bad = [{**rows[0], "system_error_sd": {"coherence": -1}}, *rows[1:]]
+    refused(run(["compare-systems", str(write(tmp_path / "bad.jsonl", bad))], tmp_path),
+            "line 1", "system_error_sd")  # fmt: skip
 
 
 def test_cli_prints_tables_and_writes_csv_and_chart(tmp_path) -> None:

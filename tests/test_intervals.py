@@ -129,7 +129,8 @@ INTERVALS = {
     "level": 0.9,
     "method": "test",
     "aspects": {
-        "coherence": {"edges": [3.0], "half_widths": [0.4, 0.8], "rows": [50, 50]},
+        "coherence": {"edges": [3.0], "half_widths": [0.4, 0.8], "rows": [50, 50],
+                      "system_sd": 0.2},
         "fluency": {"edges": [], "half_widths": [0.6], "rows": [100]},
     },
 }
@@ -166,6 +167,7 @@ def test_scores_carry_their_intervals_and_a_bundle_without_them_scores_as_before
         (lambda c: c["intervals"]["aspects"]["fluency"].update(half_widths=[-1.0]), "non-negative"),
         (lambda c: c["intervals"]["aspects"]["coherence"].update(rows=[50]), "one half width"),
         (lambda c: c["intervals"].update(level=1.5), "intervals.level"),
+        (lambda c: c["intervals"]["aspects"]["fluency"].update(system_sd=-0.1), "system_sd"),
     ],
 )
 def test_a_card_with_bad_intervals_is_refused(tmp_path, edit, message) -> None:
@@ -190,6 +192,7 @@ def test_score_rows_carry_document_system_and_intervals_also_in_the_explanation(
     assert (first["doc_id"], first["system_id"]) == ("d1", "new")
     assert second["doc_id"] == "d2" and "system_id" not in second
     assert first["interval_level"] == 0.9
+    assert first["system_error_sd"] == {"coherence": 0.2, "fluency": None}
     for aspect, (low, high) in first["intervals"].items():
         assert low <= first["scores"][aspect] <= high
         assert first["explanation"]["aspects"][aspect]["interval"] == [low, high]

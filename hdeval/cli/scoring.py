@@ -185,7 +185,7 @@ def _score_rows(
             "id": sample_id,
             **where.get(sample_id, {}),
             "scores": values["aspects"],
-            **_intervals(values, result.interval_level),
+            **_intervals(values, result.interval_level, result.system_sd),
             "criteria": values["criteria"],
             "failures": failures.get(sample_id, []),
             "truncated": sample_id in truncated,
@@ -198,11 +198,13 @@ def _score_rows(
     return rows
 
 
-def _intervals(values: dict, level: float | None) -> dict:
-    """A row's ``interval_level`` and per-aspect ``intervals`` (nothing for a bundle without)."""
+def _intervals(values: dict, level: float | None, system_sd: dict | None) -> dict:
+    """A row's ``interval_level``, per-aspect ``intervals`` and ``system_error_sd`` (the
+    bundle's error of a system's mean, which ``hdeval compare-systems`` adds to its CIs);
+    nothing for a bundle without intervals."""
     if "intervals" not in values:
         return {}
-    return {"interval_level": level, "intervals": values["intervals"]}
+    return {"interval_level": level, "intervals": values["intervals"], "system_error_sd": system_sd}
 
 
 def _with_intervals(explanation: dict | None, values: dict) -> dict | None:

@@ -34,7 +34,8 @@ def compare_systems(
     """Compare systems scored on the same documents: per aspect each system's mean with a
     bootstrap CI over documents, every pair's paired difference with its CI and a Wilcoxon test
     (Holm-corrected), and a ranking that ties systems it cannot separate. The CIs include the
-    evaluator's own error, drawn from each text's prediction interval."""
+    evaluator's own error, drawn from each text's prediction interval, and its error of a
+    system's mean, which more documents do not shrink."""
     from hdeval.errors import ConfigError
     from hdeval.systems.output import comparison_frame, method_note, tables
     from hdeval.systems.rows import document_means, read_scored
@@ -64,7 +65,7 @@ def compare_systems(
             raise ConfigError(f"{aspect}: no shared document where every system has a score")
         comparison = compare(
             aspect, systems, scores, error_sd(widths, rows.level),
-            n_boot=bootstrap, alpha=alpha, seed=seed,
+            system_sd=rows.system_sd.get(aspect), n_boot=bootstrap, alpha=alpha, seed=seed,
         )  # fmt: skip
         comparisons.append(comparison)
         for table in tables(comparison):

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from hdeval.atomic_dir import staged_dir
 from hdeval.errors import ModelIntegrityError
+from hdeval.export.intervals import Intervals
 from hdeval.params import Mode, TaskSpec
 from hdeval.paths import sha256_file
 from hdeval.scoring.columns import Profile, describe, orientation
@@ -68,37 +69,6 @@ class ColumnNote(BaseModel):
 
     meaning: str
     orientation: Literal["higher is better", "lower is better", "not a quality judgement"]
-
-
-class AspectIntervals(BaseModel):
-    """One aspect's interval widths: the inner ``edges`` of its predicted-score bins, each bin's
-    half width and the cross-fitted texts it was measured on."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    edges: list[float]
-    half_widths: list[float] = Field(min_length=1)
-    rows: list[int]
-
-    @model_validator(mode="after")
-    def _consistent(self) -> AspectIntervals:
-        if not len(self.half_widths) == len(self.rows) == len(self.edges) + 1:
-            raise ValueError("one half width and one row count per bin, one edge between bins")
-        if self.edges != sorted(self.edges):
-            raise ValueError("bin edges must rise")
-        if not all(0 <= w < float("inf") for w in self.half_widths):
-            raise ValueError("half widths must be finite and non-negative")
-        return self
-
-
-class Intervals(BaseModel):
-    """The card's prediction intervals (:mod:`hdeval.export.intervals`)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    level: float = Field(gt=0, lt=1)
-    method: str
-    aspects: dict[str, AspectIntervals]
 
 
 class Card(BaseModel):

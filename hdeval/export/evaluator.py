@@ -19,7 +19,7 @@ import numpy as np
 
 from hdeval.errors import DataValidationError, ModelIntegrityError
 from hdeval.export.bundle import AGGREGATOR, CRITERIA, read_card, split_precision
-from hdeval.export.intervals import bounds
+from hdeval.export.intervals import bounds, system_sds
 from hdeval.export.onnx_runtime import OnnxAggregator
 from hdeval.llm.judge import CachedJudge
 from hdeval.params import TaskSpec
@@ -50,6 +50,7 @@ class Scores:
     truncations: list[Truncation] = field(default_factory=list)
     intervals: np.ndarray | None = None
     interval_level: float | None = None
+    system_sd: dict[str, float | None] | None = None  # per aspect: the error of a system's mean
 
     @property
     def aspects(self):
@@ -261,6 +262,7 @@ class Evaluator:
             run.truncations,
             None if intervals is None else bounds(intervals, self.aspects, predicted, ranges),
             None if intervals is None else float(intervals["level"]),
+            None if intervals is None else system_sds(intervals, self.aspects),
         )
 
     def score(self, source: str, text: str, references: Sequence[str] = ()) -> dict:

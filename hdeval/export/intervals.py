@@ -5,7 +5,10 @@ its absolute error |human - predicted| is a draw of the error the bundle makes o
 interval of a new prediction is the prediction plus or minus the ⌈(n + 1) level⌉-th smallest of
 the n errors (split-conformal), taken per bin of the predicted score (Mondrian conformal: the
 predicted score is the difficulty estimate, since texts predicted near a scale's end err less),
-and clipped to the aspect's range. Numpy only: production scoring applies what the card stores.
+and clipped to the aspect's range. Where the rows name three systems or more, each aspect also
+keeps the error of a system's mean (:mod:`hdeval.systems.system_error`), which
+``hdeval compare-systems`` adds to its CIs. Numpy and pydantic only: production scoring applies
+what the card stores.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from hdeval.errors import ConfigError
 
@@ -27,6 +31,39 @@ log = logging.getLogger(__name__)
 
 #: How the card names the method.
 METHOD = "split-conformal |human - predicted| of cross-fitted predictions, per predicted-score bin"
+
+
+class AspectIntervals(BaseModel):
+    """One aspect's interval widths: the inner ``edges`` of its predicted-score bins, each bin's
+    half width and the cross-fitted texts it was measured on; the error of a system's mean
+    (``system_sd``, :mod:`hdeval.systems.system_error`; None: fewer than 3 systems labelled)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    edges: list[float]
+    half_widths: list[float] = Field(min_length=1)
+    rows: list[int]
+    system_sd: float | None = Field(None, ge=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> AspectIntervals:
+        if not len(self.half_widths) == len(self.rows) == len(self.edges) + 1:
+            raise ValueError("one half width and one row count per bin, one edge between bins")
+        if self.edges != sorted(self.edges):
+            raise ValueError("bin edges must rise")
+        if not all(0 <= w < float("inf") for w in self.half_widths):
+            raise ValueError("half widths must be finite and non-negative")
+        return self
+
+
+class Intervals(BaseModel):
+    """The card's prediction intervals (:mod:`hdeval.export.intervals`)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    level: float = Field(gt=0, lt=1)
+    method: str
+    aspects: dict[str, AspectIntervals]
 
 
 def conformal_quantile(errors: np.ndarray, level: float) -> float:
@@ -57,12 +94,21 @@ def bin_edges(predicted: np.ndarray, bins: int, level: float) -> list[float]:
 
 
 def fit_intervals(
-    predicted: pd.DataFrame, human: pd.DataFrame, level: float, bins: int = 3
+    predicted: pd.DataFrame,
+    human: pd.DataFrame,
+    level: float,
+    bins: int = 3,
+    systems: pd.Series | None = None,
 ) -> dict:
     """The card's ``intervals`` of cross-fitted ``predicted`` scores and the ``human`` ones
     (same index; one column per aspect): per aspect the bins' inner ``edges``, each bin's
-    ``half_widths`` and its number of ``rows``. Rows without both scores are left out."""
+    ``half_widths`` and its number of ``rows``, and with the rows' ``systems`` the error of a
+    system's mean (``system_sd``). Rows without both scores are left out."""
     import pandas as pd
+
+    from hdeval.systems.system_error import system_error_sds
+
+    system_sds = {} if systems is None else system_error_sds(predicted, human, systems)
 
     aspects: dict[str, dict] = {}
     for aspect in predicted.columns:
@@ -83,15 +129,21 @@ def fit_intervals(
                 conformal_quantile(errors[which == k], level) for k in range(len(edges) + 1)
             ],
             "rows": [int(np.sum(which == k)) for k in range(len(edges) + 1)],
+            "system_sd": system_sds.get(str(aspect)),
         }
     return {"level": float(level), "method": METHOD, "aspects": aspects}
 
 
 def bundle_intervals(
-    predictions: Path, human: pd.DataFrame, level: float | None, bins: int
+    predictions: Path,
+    human: pd.DataFrame,
+    level: float | None,
+    bins: int,
+    systems: pd.Series | None = None,
 ) -> dict | None:
-    """The card's ``intervals`` from a cross-fitted predictions table (CSV indexed by id);
-    None when ``level`` is None, or, with a warning, when there are too few texts for it."""
+    """The card's ``intervals`` from a cross-fitted predictions table (CSV indexed by id) and
+    the rows' ``systems``; None when ``level`` is None, or, with a warning, when there are too
+    few texts for it."""
     if level is None:
         return None
     import pandas as pd
@@ -99,7 +151,7 @@ def bundle_intervals(
     predicted = pd.read_csv(predictions, index_col=0)
     predicted.index = predicted.index.astype(str)
     try:
-        return fit_intervals(predicted, human, level, bins)
+        return fit_intervals(predicted, human, level, bins, systems)
     except ConfigError as exc:
         log.warning("the bundle gets no prediction intervals: %s", exc)
         return None
@@ -134,3 +186,8 @@ def bounds(
             low, high = (float(v) for v in ranges[aspect])
             out[:, j] = np.clip(out[:, j], low, high)
     return out
+
+
+def system_sds(intervals: Mapping, aspects: Sequence[str]) -> dict[str, float | None]:
+    """Each aspect's error of a system's mean (None where the card has none)."""
+    return {aspect: intervals["aspects"][aspect].get("system_sd") for aspect in aspects}

@@ -5,7 +5,9 @@ cross-fitted predictions.
 Ranking: per aspect, Kendall τ between the evaluator's and the humans' per-system means (over
 the documents every system has), and pairwise agreement: the share of system pairs the
 evaluator orders as the humans do, and, of the pairs ``hdeval compare-systems`` calls
-different, the share in the humans' order.
+different, the share in the humans' order. Where the run has intervals, a pair is called as the
+tool calls it with a bundle's error of a system's mean, that error measured on the other
+systems only (the pair's own offsets never widen or narrow its own CI).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from scipy import stats
 from hdeval.errors import ConfigError
 from hdeval.report.coverage import coverage, held_out_widths
 from hdeval.report.record import PREDICTIONS, _held_out, _table
-from hdeval.systems.statistics import compare, error_sd
+from hdeval.systems.statistics import PairDifference, compare, error_sd
+from hdeval.systems.system_error import system_error_sd
 from hdeval.workspace import ROWS
 
 log = logging.getLogger(__name__)
@@ -64,6 +67,13 @@ def system_agreement(
             sd = error_sd(spread.to_numpy(float), level)
         found = compare(aspect, names, ours.to_numpy(float), sd, n_boot=n_boot, alpha=alpha,
                         seed=seed)  # fmt: skip
+        called_pairs = [p.significant for p in found.pairs]
+        if sd is not None:  # as the tool does with such a bundle: the system error added too
+            pair_rows = (predicted[aspect], human.loc[predicted.index, aspect], systems)
+            called_pairs = [
+                _called(p, names, ours.to_numpy(float), sd, pair_rows, n_boot, alpha, seed)
+                for p in found.pairs
+            ]
         truth = theirs.mean()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -71,7 +81,7 @@ def system_agreement(
         right = [
             np.sign(truth[p.first] - truth[p.second]) for p in found.pairs
         ]  # +1: the evaluator's higher system is the humans' higher one
-        called = [r for r, p in zip(right, found.pairs, strict=True) if p.significant]
+        called = [r for r, c in zip(right, called_pairs, strict=True) if c]
         out[str(aspect)] = {
             "systems": len(names),
             "documents": len(shared),
@@ -83,6 +93,29 @@ def system_agreement(
             "errors_propagated": found.propagated,
         }
     return out
+
+
+def _called(
+    pair: PairDifference,
+    names: list[str],
+    scores: np.ndarray,
+    sd: np.ndarray,
+    rows: tuple[pd.Series, pd.Series, pd.Series],
+    n_boot: int,
+    alpha: float,
+    seed: int,
+) -> bool:
+    """Whether ``compare-systems`` calls ``pair`` different with the error of a system's mean
+    measured on the other systems' rows only (``rows``: predicted, human, system per text), as
+    it would be for two systems the bundle was not trained on: Holm p < alpha over all pairs,
+    and the pair's CI, with that error, excludes 0."""
+    predicted, human, systems = rows
+    others = ~systems.isin([pair.first, pair.second])
+    system_sd = system_error_sd(predicted[others], human[others], systems[others])
+    columns = [names.index(pair.first), names.index(pair.second)]
+    alone = compare("", [pair.first, pair.second], scores[:, columns], sd[:, columns],
+                    system_sd=system_sd, n_boot=n_boot, alpha=alpha, seed=seed)  # fmt: skip
+    return bool(pair.p_holm < alpha and alone.pairs[0].low > 0)
 
 
 def _share(signs: Sequence[float]) -> float | None:

@@ -40,6 +40,13 @@ def method_note(comparison: Comparison, n_boot: int, level: float | None) -> str
             "; the evaluator's error is NOT propagated: the rows carry no prediction intervals "
             "(a bundle trained without evaluate.interval_level)"
         )
+    if comparison.system_sd is not None:
+        error += (
+            f", and each system's mean moved by the evaluator's error of a system's mean (sd "
+            f"{comparison.system_sd:.3g}, measured on the bundle's labelled systems)"
+        )
+    elif comparison.propagated:
+        error += "; the bundle has no error of a system's mean (trained on fewer than 3 systems)"
     test = (
         f". Pairs: Wilcoxon signed-rank test over documents, Holm-corrected; different when "
         f"Holm p < {comparison.alpha:g} and the CI excludes 0. A rank is 1 + the systems "

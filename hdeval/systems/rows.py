@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -20,12 +20,14 @@ class ScoredRows:
     """Scored texts, one row per text: ``doc_id``, ``system_id``, and per aspect its score
     (``score:<aspect>``, NaN where it failed) and the half width of its prediction interval
     (``width:<aspect>``, NaN without intervals). ``level`` is the intervals' coverage (None: the
-    rows carry none); ``documents`` the documents every system was scored on."""
+    rows carry none); ``documents`` the documents every system was scored on; ``system_sd``
+    the bundle's error of a system's mean per aspect (absent: the rows carry none)."""
 
     table: pd.DataFrame
     aspects: list[str]
     level: float | None
     documents: list[str]
+    system_sd: dict[str, float] = field(default_factory=dict)
 
     @property
     def systems(self) -> list[str]:
@@ -88,6 +90,21 @@ def _record(path: Path, number: int, row: object, aspects: list[str] | None) -> 
     return record
 
 
+def _system_sd(path: Path, number: int, row: dict) -> dict[str, float]:
+    """The row's ``system_error_sd``: aspect -> non-negative number (None: not measured)."""
+    value = row.get("system_error_sd") or {}
+    ok = isinstance(value, dict) and all(
+        v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0)
+        for v in value.values()
+    )
+    if not ok:
+        raise DataValidationError(
+            f"{path} line {number} (id {row.get('id')!r}): field 'system_error_sd' is "
+            f"{value!r}: an object of aspect -> non-negative number, as hdeval score writes"
+        )
+    return {str(k): float(v) for k, v in value.items() if v is not None}
+
+
 def _same(path: Path, number: int, row: dict, key: str, first: tuple) -> None:
     """Refuse a row whose ``key`` differs from the first row's (``first``: its value, where)."""
     value = row.get(key)
@@ -121,6 +138,8 @@ def read_scored(paths: Sequence[Path]) -> ScoredRows:
             except ValueError:
                 raise DataValidationError(f"{path} line {number} is not JSON") from None
             record = _record(Path(path), number, row, aspects)
+            if not records:  # one bundle scored every row (checked below): one error model
+                system_sd = _system_sd(Path(path), number, row)
             aspects = aspects or [k.removeprefix("score:") for k in record if k[:6] == "score:"]
             for key in ("bundle", "interval_level"):
                 if key not in first:
@@ -146,7 +165,8 @@ def read_scored(paths: Sequence[Path]) -> ScoredRows:
         )
     documents = _shared_documents(table, systems)
     level = first["interval_level"][0]
-    return ScoredRows(table, aspects or [], None if level is None else float(level), documents)
+    level = None if level is None else float(level)
+    return ScoredRows(table, aspects or [], level, documents, system_sd)
 
 
 def _shared_documents(table: pd.DataFrame, systems: list[str]) -> list[str]:

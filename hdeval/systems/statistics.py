@@ -6,9 +6,11 @@ The evaluator's own error is propagated from the per-text prediction intervals: 
 bootstrap draw every text's score moves by a normal error whose central ``level`` interval is
 the text's interval (standard deviation = half width / z). A draw is thus a human score the
 evaluator's prediction and its calibrated error allow, on a resampled set of documents; the CIs
-cover both the choice of documents and the evaluator's error. Errors are drawn independently per
-text: an evaluator that favours one system's style on every text is not covered (the pipeline's
-system-level agreement measures that).
+cover both the choice of documents and the evaluator's error. Per-text errors are drawn
+independently per text; an evaluator that favours one system's style on every text is covered by
+the system-level error (:mod:`hdeval.systems.system_error`): each draw also moves every system's
+mean by a normal offset of that standard deviation, so that a pair closer than the evaluator's
+bias between systems can be is not called different however many documents there are.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ class Comparison:
     propagated: bool
     confidence: float
     alpha: float
+    system_sd: float | None = None
 
 
 def holm(p: Sequence[float]) -> np.ndarray:
@@ -84,10 +87,15 @@ def error_sd(half_widths: np.ndarray, level: float | None) -> np.ndarray | None:
 
 
 def bootstrap_means(
-    scores: np.ndarray, sd: np.ndarray | None, n_boot: int, seed: int
+    scores: np.ndarray,
+    sd: np.ndarray | None,
+    n_boot: int,
+    seed: int,
+    system_sd: float | None = None,
 ) -> np.ndarray:
     """``n_boot`` draws (rows) of every system's mean (columns) over resampled documents
-    (``scores``: documents x systems), each score moved by a normal error of ``sd``."""
+    (``scores``: documents x systems), each score moved by a normal error of ``sd`` and each
+    system's mean by a normal offset of ``system_sd``."""
     rng = np.random.default_rng(seed)
     n_docs, n_systems = scores.shape
     draws = np.empty((n_boot, n_systems))
@@ -98,6 +106,8 @@ def bootstrap_means(
         if sd is not None:
             values = values + sd[chosen] * rng.standard_normal(values.shape)
         draws[start : start + size] = values.mean(axis=1)
+    if system_sd:
+        draws += system_sd * rng.standard_normal(draws.shape)
     return draws
 
 
@@ -117,14 +127,16 @@ def compare(
     scores: np.ndarray,
     sd: np.ndarray | None = None,
     *,
+    system_sd: float | None = None,
     n_boot: int = 2000,
     confidence: float = 0.95,
     alpha: float = 0.05,
     seed: int = 0,
 ) -> Comparison:
     """Compare ``systems`` on one aspect: ``scores`` holds each shared document's (rows) mean
-    score of each system (columns), ``sd`` the evaluator's error of it (None: not propagated)."""
-    draws = bootstrap_means(scores, sd, n_boot, seed)
+    score of each system (columns), ``sd`` the evaluator's error of it (None: not propagated),
+    ``system_sd`` its error of a system's mean (None: not propagated)."""
+    draws = bootstrap_means(scores, sd, n_boot, seed, system_sd)
     tail = 100 * (1 - confidence) / 2
     low, high = np.percentile(draws, [tail, 100 - tail], axis=0)
     means = scores.mean(axis=0)
@@ -156,4 +168,6 @@ def compare(
         )
         for k in ranked
     ]
-    return Comparison(aspect, len(scores), rows, pairs, sd is not None, confidence, alpha)
+    return Comparison(
+        aspect, len(scores), rows, pairs, sd is not None, confidence, alpha, system_sd
+    )

@@ -33,7 +33,8 @@ def run(params: Params) -> None:
     joblib.dump(selected.model, ws.AGGREGATOR)
     evaluate = params.evaluate
     intervals = bundle_intervals(ws.EVALUATE / "predictions" / "hdeval.csv", train.targets,
-                                 evaluate.interval_level, evaluate.interval_bins)  # fmt: skip
+                                 evaluate.interval_level, evaluate.interval_bins,
+                                 train.samples.get("system_id"))  # fmt: skip
     export_evaluator(ws.BUNDLE, selected, train, params, final.report["llm_identity"], intervals)
     print(f"{selected.kind} on {selected.feature_set.name} (CV Pearson {selected.cv_pearson:.3f})")
     print(f"evaluator bundle written to {ws.BUNDLE}")
