@@ -91,6 +91,9 @@ def plan(scenario: Scenario) -> None:
     then reads a subset of these features, all cached."""
     cost = scenario.cost("evaluate")
     final = scenario.final
+    if cost.rerun:
+        folds = scenario.params.evaluate.folds
+        cost.notes.append(f"{folds} model selections here, one in train (no LLM call): not counted")
     if cost.rerun and final is not None:
         unconditioned = scores_unconditioned(scenario.hierarchy)
         scorer = final.scorer(scenario.judge, scenario.params, unconditioned)
