@@ -8,7 +8,6 @@ selection fits on every document.
 from __future__ import annotations
 
 import logging
-import os
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -92,7 +91,7 @@ def cross_fit(
             chosen = list(choose(number, np.unique(groups[train])))
             train = train[np.isin(groups[train], chosen)]  # never a held-out document
         plans.append((number, train, test))
-    jobs = min(len(plans), os.cpu_count() or 1)
+    jobs = min(len(plans), joblib.cpu_count())  # the cores this process may use
     fitted = joblib.Parallel(n_jobs=jobs)(
         joblib.delayed(_fit_fold)(params, tree, features, data, train, test, ablations)
         for _, train, test in plans
