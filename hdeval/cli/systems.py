@@ -70,7 +70,7 @@ def compare_systems(
         comparisons.append(comparison)
         for table in tables(comparison):
             out.print(table)
-    out.print(method_note(comparisons[0], bootstrap, rows.level), soft_wrap=True)
+    out.print(method_note(comparisons, bootstrap, rows.level), soft_wrap=True)
     if csv is not None:
         comparison_frame(comparisons).to_csv(csv, index=False)
         console.print(f"figures written to {csv}")

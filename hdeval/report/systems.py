@@ -65,14 +65,13 @@ def system_agreement(
         if widths is not None:
             spread = _per_document(widths[aspect], docs, systems).reindex_like(ours)
             sd = error_sd(spread.to_numpy(float), level)
-        found = compare(aspect, names, ours.to_numpy(float), sd, n_boot=n_boot, alpha=alpha,
-                        seed=seed)  # fmt: skip
+        scores = ours.to_numpy(float)
+        found = compare(aspect, names, scores, sd, n_boot=n_boot, alpha=alpha, seed=seed)
         called_pairs = [p.significant for p in found.pairs]
         if sd is not None:  # as the tool does with such a bundle: the system error added too
             pair_rows = (predicted[aspect], human.loc[predicted.index, aspect], systems)
             called_pairs = [
-                _called(p, names, ours.to_numpy(float), sd, pair_rows, n_boot, alpha, seed)
-                for p in found.pairs
+                _called(p, names, scores, sd, pair_rows, n_boot, alpha, seed) for p in found.pairs
             ]
         truth = theirs.mean()
         with warnings.catch_warnings():

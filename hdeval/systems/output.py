@@ -27,8 +27,10 @@ CSV_COLUMNS = [
 ]
 
 
-def method_note(comparison: Comparison, n_boot: int, level: float | None) -> str:
-    """What the CIs and the test are, and whether the evaluator's error is in them."""
+def method_note(comparisons: Sequence[Comparison], n_boot: int, level: float | None) -> str:
+    """What the CIs and the test are, and whether the evaluator's error is in them (its error
+    of a system's mean named per aspect of ``comparisons``)."""
+    comparison = comparisons[0]
     ci = f"{100 * comparison.confidence:g} % CIs from {n_boot} bootstrap draws of the documents"
     if comparison.propagated and level is not None:
         error = (
@@ -40,13 +42,21 @@ def method_note(comparison: Comparison, n_boot: int, level: float | None) -> str
             "; the evaluator's error is NOT propagated: the rows carry no prediction intervals "
             "(a bundle trained without evaluate.interval_level)"
         )
-    if comparison.system_sd is not None:
+    measured = {c.aspect: c.system_sd for c in comparisons}
+    if any(sd is not None for sd in measured.values()):
+        listed = "; ".join(
+            f"none for {aspect}" if sd is None else f"sd {sd:.3g} for {aspect}"
+            for aspect, sd in measured.items()
+        )
         error += (
-            f", and each system's mean moved by the evaluator's error of a system's mean (sd "
-            f"{comparison.system_sd:.3g}, measured on the bundle's labelled systems)"
+            f", and each system's mean moved by the evaluator's error of a system's mean "
+            f"({listed}; measured on the bundle's labelled systems)"
         )
     elif comparison.propagated:
-        error += "; the bundle has no error of a system's mean (trained on fewer than 3 systems)"
+        error += (
+            "; the rows carry no error of a system's mean (a bundle trained on fewer than 3 "
+            "systems, or before it was measured)"
+        )
     test = (
         f". Pairs: Wilcoxon signed-rank test over documents, Holm-corrected; different when "
         f"Holm p < {comparison.alpha:g} and the CI excludes 0. A rank is 1 + the systems "

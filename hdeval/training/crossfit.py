@@ -80,8 +80,8 @@ def cross_fit(
     folds' rows only, in a fresh Optuna storage. ``choose`` narrows each fold's training rows
     to the documents it picks (the learning curve; default: every training document), and
     ``ablations=False`` predicts the bundle only. The folds are fit side by side, one process
-    per CPU core (each fold's work is seeded and its own, so the figures are those of one
-    after the other); ``choose`` is asked in fold order, here."""
+    per core this process may use (each fold's work is seeded and its own, so the figures are
+    those of one after the other); ``choose`` is asked in fold order, here."""
     groups = data.samples.loc[features.index, "doc_id"].to_numpy()
     plans = []
     for number, (train, test) in enumerate(
@@ -92,10 +92,12 @@ def cross_fit(
             train = train[np.isin(groups[train], chosen)]  # never a held-out document
         plans.append((number, train, test))
     jobs = min(len(plans), joblib.cpu_count())  # the cores this process may use
+    fit = joblib.delayed(_fit_fold)
     fitted = joblib.Parallel(n_jobs=jobs)(
-        joblib.delayed(_fit_fold)(params, tree, features, data, train, test, ablations)
+        fit(params, tree, features.iloc[train], data.subset(features.index[train]),
+            features.iloc[test], ablations)
         for _, train, test in plans
-    )
+    )  # fmt: skip
     parts: dict[str, list[pd.DataFrame]] = {}
     folds = []
     for (number, train, test), (tables, summary) in zip(plans, fitted, strict=True):
@@ -121,17 +123,15 @@ def cross_fit(
 def _fit_fold(
     params: Params,
     tree: CriteriaTree,
-    features: pd.DataFrame,
-    data: LabelledData,
-    train: np.ndarray,
-    test: np.ndarray,
+    train_x: pd.DataFrame,
+    part: LabelledData,
+    test_x: pd.DataFrame,
     ablations: bool,
 ) -> tuple[dict[str, pd.DataFrame], dict]:
-    """One outer fold: the selection and fit on its ``train`` rows, and the predictions of its
-    ``test`` rows by the bundle (``hdeval``) and, with ``ablations``, by each ablation."""
+    """One outer fold: the selection and fit on its training rows (``train_x``, labelled in
+    ``part``), and the predictions of its ``test_x`` rows by the bundle (``hdeval``) and, with
+    ``ablations``, by each ablation. Each process gets its fold's rows only."""
     seed, ranges = params.hierarchy.seed, params.data.ranges()
-    train_x, test_x = features.iloc[train], features.iloc[test]
-    part = data.subset(train_x.index)
     with tempfile.TemporaryDirectory() as work_dir:
         selected = select_and_fit(params, tree, train_x, part, Path(work_dir))
     tables = {}
@@ -140,5 +140,5 @@ def _fit_fold(
             tree, train_x, part, test_x, selected.kind, selected.params, seed, ranges,
             params.aggregator.nonnegative,
         )  # fmt: skip
-    tables["hdeval"] = predict(selected, test_x, data.aspects, ranges)
+    tables["hdeval"] = predict(selected, test_x, part.aspects, ranges)
     return tables, selected.summary()

@@ -164,7 +164,7 @@ def quantize_int8(model: torch.nn.Module, kind: str = "int8") -> torch.nn.Module
     A model loaded in its stored 16-bit type gives the numbers of one loaded in float32 (each
     weight widens exactly before it is quantised, the norms widen, the input embedding widens
     the rows it looks up: :class:`WideningEmbedding`) without a float32 copy of every weight
-    in memory: 2.7 GB at the peak of loading the 0.5B judge instead of 4.0."""
+    in memory: about 2.6 GB at the peak of loading the 0.5B judge instead of 4.0."""
     layer = INT8_LAYERS[kind]
     for module in list(model.modules()):
         for name, child in list(module.named_children()):
