@@ -123,6 +123,35 @@ def test_shap_values_per_aspect_shapes_and_additivity(kind, fitted, data) -> Non
     assert result.mean_abs().shape == (len(FEATURES), len(ASPECTS))
 
 
+@pytest.mark.parametrize("kind", ["forest", "monotone forest"])
+def test_a_feature_between_a_split_and_its_float32_rounding_still_adds_up(kind) -> None:
+    """scikit-learn compares a float32 feature with a float64 threshold; SHAP's algorithm
+    compared both as float32 and sent such a row down the other branch (an SFHOT forest's
+    explain stage stopped on it). Here the feature is the threshold's float32 rounding."""
+    low = np.float32(2 / 3)
+    high = low
+    while True:  # a split whose float32 rounding lies above it
+        high = np.nextafter(high, np.float32(1))
+        split = (float(low) + float(high)) / 2
+        if high - low > 1e-7 and float(np.float32(split)) > split:
+            break
+    X = pd.DataFrame({"a": [float(low)] * 6 + [float(high)] * 6, "b": [0.0, 1.0] * 6})
+    Y = np.column_stack([X["a"] > split, 2 * (X["a"] > split)]).astype(float)
+    params = {"n_estimators": 5, "max_depth": 3, "max_features": None}
+    if kind == "monotone forest":
+        params["monotonic_cst"] = [1, 1]
+    else:
+        params["bootstrap"] = False
+    pipeline = make_aggregator("forest", **params).fit(X.to_numpy(), Y)
+    rows = pd.DataFrame({"a": [float(np.float32(split))], "b": [1.0]})
+    result = shap_explanations(pipeline, rows, background=X, output_names=["x", "y"])
+    predicted = pipeline.predict(rows.to_numpy())
+    assert predicted[0, 0] > 0.9  # scikit-learn's branch: above the split
+    for j, output in enumerate(["x", "y"]):
+        total = result.values(output).to_numpy().sum(axis=1) + result.base_values(output)
+        np.testing.assert_allclose(total, predicted[:, j], atol=1e-6)
+
+
 def test_report_writes_nonempty_pngs(fitted, data, tmp_path) -> None:
     X, Y, groups = data
     written = explain_report(
