@@ -222,9 +222,7 @@ def test_two_real_systems_scored_by_the_embedded_judge_are_compared(tmp_path, em
 
     rows = summeval_rows(48, systems={"M0", "M23"}, source_words=80)
     assert len(rows) == 6 and len({r["doc_id"] for r in rows}) == 3
-    texts = [
-        {k: r[k] for k in ("id", "doc_id", "system_id", "source", "output")} for r in rows
-    ]
+    texts = [{k: r[k] for k in ("id", "doc_id", "system_id", "source", "output")} for r in rows]
     write(tmp_path / "texts.jsonl", texts)
     intervals = {
         "level": LEVEL,

@@ -129,8 +129,12 @@ INTERVALS = {
     "level": 0.9,
     "method": "test",
     "aspects": {
-        "coherence": {"edges": [3.0], "half_widths": [0.4, 0.8], "rows": [50, 50],
-                      "system_sd": 0.2},
+        "coherence": {
+            "edges": [3.0],
+            "half_widths": [0.4, 0.8],
+            "rows": [50, 50],
+            "system_sd": 0.2,
+        },
         "fluency": {"edges": [], "half_widths": [0.6], "rows": [100]},
     },
 }
@@ -181,7 +185,8 @@ def test_a_card_with_bad_intervals_is_refused(tmp_path, edit, message) -> None:
 
 
 def test_score_rows_carry_document_system_and_intervals_also_in_the_explanation(
-    tmp_path, judge  # noqa: F811
+    tmp_path,
+    judge,  # noqa: F811
 ) -> None:
     from hdeval.cli.scoring import _score_rows
 

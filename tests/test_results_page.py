@@ -75,7 +75,7 @@ def test_the_headline_is_a_few_numbers_of_the_full_record() -> None:
 
 
 def test_a_run_is_ahead_behind_or_tied_by_its_paired_ci_alone() -> None:
-    """"Ahead" of the best same-judge baseline or the peer only where the paired CI excludes 0,
+    """ "Ahead" of the best same-judge baseline or the peer only where the paired CI excludes 0,
     "behind" where it lies below 0, "tied" otherwise; no verdict on a point estimate."""
     from hdeval.report.results_page import run_section
     from hdeval.report.summary import standing
@@ -91,8 +91,13 @@ def test_a_run_is_ahead_behind_or_tied_by_its_paired_ci_alone() -> None:
     assert "paired: +0.041 [-0.05, 0.13]: **tied**." in run_section("t", "s", metrics)
     paired.update(ci_low=0.003)
     assert "paired: +0.041 [0.00, 0.13]: **ahead**." in run_section("t", "s", metrics)
-    metrics["peer"] = {"name": "UniEval", "value": 0.454, "low": 0.4, "high": 0.5,
-                       "paired": {"difference": -0.06, "ci_low": -0.1, "ci_high": -0.02}}
+    metrics["peer"] = {
+        "name": "UniEval",
+        "value": 0.454,
+        "low": 0.4,
+        "high": 0.5,
+        "paired": {"difference": -0.06, "ci_low": -0.1, "ci_high": -0.02},
+    }
     assert "Bundle minus UniEval, paired: -0.060 [-0.10, -0.02]: **behind**." in run_section(
         "t", "s", metrics
     )

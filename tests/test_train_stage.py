@@ -46,9 +46,7 @@ def test_train_stage_without_tuning_writes_its_outs_in_a_fresh_workspace(tmp_pat
     report = {"modes": ["prompt", "likelihood"], "llm_identity": "test-judge"}
     (layer / "report.json").write_text(json.dumps(report))
     params = yaml.safe_load((REPO / "params.yaml").read_text())
-    params["data"].update(
-        aspects=["coherence", "fluency"], score_range=[1.0, 5.0], documents=None
-    )
+    params["data"].update(aspects=["coherence", "fluency"], score_range=[1.0, 5.0], documents=None)
     params["hierarchy"].update(modes=["prompt", "likelihood"], **MEANS_ONLY)
     params["aggregator"].update(kinds=["linear"], n_trials=0, cv_folds=4)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
