@@ -59,8 +59,9 @@ CAPS = {
 }
 
 
-def repro(root: Path, env: dict) -> dict[str, float]:
-    """``dvc repro`` in ``root``, echoing its output; wall seconds per stage that ran."""
+def repro(root: Path, env: dict) -> tuple[dict[str, float], float]:
+    """``dvc repro`` in ``root``, echoing its output; wall seconds per stage that ran, and the
+    peak RSS in MiB of the largest single process it ran (dvc or a stage)."""
     starts: list[tuple[str, float]] = []
     with subprocess.Popen(
         [str(Path(sys.executable).parent / "dvc"), "repro"],
@@ -72,10 +73,14 @@ def repro(root: Path, env: dict) -> dict[str, float]:
             match = STAGE.search(line)
             if match:
                 starts.append((match.group(1), time.perf_counter()))
+        # wait4's usage covers dvc and every process it waited for: ru_maxrss is the largest
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode:
         raise SystemExit(f"dvc repro failed with exit code {process.returncode}")
     ends = [t for _, t in starts[1:]] + [time.perf_counter()]
-    return {name: end - start for (name, start), end in zip(starts, ends, strict=True)}
+    seconds = {name: end - start for (name, start), end in zip(starts, ends, strict=True)}
+    return seconds, usage.ru_maxrss / 1024
 
 
 def estimate(root: Path, env: dict) -> dict:
@@ -206,7 +211,7 @@ def main() -> None:
     else:
         predicted = start_run(root, args.params, env)
     start = time.perf_counter()
-    ran = repro(root, env)
+    ran, peak_mib = repro(root, env)
     total = time.perf_counter() - start
     metrics = json.loads((root / "metrics.json").read_text())
     stages = metrics["llm"]["stages"]
@@ -228,6 +233,7 @@ def main() -> None:
         print(f"{name:<11} {wall:7.0f} {calls:>9} {tokens:>10} {n or '':>6} {per_text}")
     since = " since resuming" if earlier else ""
     print(f"{'total':<11} {total:7.0f}  ({total / 60:.1f} min{since})")
+    print(f"peak RSS of any one process of dvc repro{since}: {peak_mib:.0f} MiB")
     print_comparison(seconds, stages, predicted)
     print_floor(seconds, stages)
     if not (args.keep or args.resume):

@@ -44,6 +44,7 @@ from hdeval.llm.local.precision import (
     weights_fingerprint,
 )
 from hdeval.llm.local.row_attention import ROW_ATTENTION
+from hdeval.llm.local.weights_file import WeightsFile
 from hdeval.llm.types import SCORE_DIGITS, DigitScore, LogLikelihood, PrefixWork, TokenCounts
 from hdeval.llm.validity import checked_likelihood
 
@@ -131,7 +132,10 @@ class TransformersBackend(PromptFraming, SharedPrefixPasses):
                 attn_implementation=ROW_ATTENTION,
             )
         model.to(self.device).eval()
-        self._model = model if self.quantize == "none" else quantize_int8(model, self.quantize)
+        if self.quantize != "none":
+            weights = WeightsFile.of(self._load_dir) if narrow else None
+            model = quantize_int8(model, self.quantize, weights)
+        self._model = model
 
     @model.setter
     def model(self, model: torch.nn.Module) -> None:

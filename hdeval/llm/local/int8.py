@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 
 import torch
+
+from hdeval.llm.local.weights_file import BLOCK_ROWS, WeightsFile
 
 #: Largest int8 magnitude used (symmetric quantisation, so -127..127).
 _LEVELS = 127.0
@@ -83,17 +85,34 @@ def scale_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return _reused(x, "scaled", _scaled)
 
 
+def _weight_blocks(
+    linear: torch.nn.Linear, blocks: Iterable[torch.Tensor]
+) -> Iterator[torch.Tensor]:
+    """``linear``'s weight as float32 blocks of rows: ``blocks`` (its rows, read elsewhere in
+    order) where given, else its own weight. A layer is quantised block by block, so that only
+    one block is ever widened to float32 (per output channel, so the codes are those of the
+    whole weight at once)."""
+    given = False
+    for block in blocks:
+        given = True
+        yield block.float()
+    if not given:
+        yield from (block.float() for block in linear.weight.detach().split(BLOCK_ROWS))
+
+
 class Int8Linear(torch.nn.Module):
     """A :class:`torch.nn.Linear` with int8 weights per output channel and int8 activations per
     token, multiplied in int32."""
 
-    def __init__(self, linear: torch.nn.Linear) -> None:
+    def __init__(self, linear: torch.nn.Linear, blocks: Iterable[torch.Tensor] = ()) -> None:
         super().__init__()
-        weight = linear.weight.detach().float()
-        scale = weight.abs().amax(dim=1).clamp(min=1e-12) / _LEVELS
-        quantised = (weight / scale[:, None]).round().to(torch.int8)
-        self.register_buffer("weight_t", quantised.t().contiguous())  # (in, out) for _int_mm
-        self.register_buffer("scale", scale)
+        codes, scales = [], []
+        for weight in _weight_blocks(linear, blocks):
+            scale = weight.abs().amax(dim=1).clamp(min=1e-12) / _LEVELS
+            codes.append((weight / scale[:, None]).round().to(torch.int8))
+            scales.append(scale)
+        self.register_buffer("weight_t", torch.cat(codes).t().contiguous())  # (in, out): _int_mm
+        self.register_buffer("scale", torch.cat(scales))
         bias = linear.bias
         self.register_buffer("bias", None if bias is None else bias.detach().float())
         self.in_features, self.out_features = linear.in_features, linear.out_features
@@ -111,14 +130,20 @@ class FbgemmInt8Linear(torch.nn.Module):
     """A :class:`torch.nn.Linear` with int8 weights per output channel, multiplied by fbgemm's
     kernels with int8 activations per token and 7-bit weights (see the module)."""
 
-    def __init__(self, linear: torch.nn.Linear) -> None:
+    def __init__(self, linear: torch.nn.Linear, blocks: Iterable[torch.Tensor] = ()) -> None:
         super().__init__()
-        weight = linear.weight.detach().float()
-        scale = (weight.abs().amax(dim=1).clamp(min=1e-12) / _WEIGHT_LEVELS).double()
-        zero = torch.zeros(weight.shape[0], dtype=torch.long)
+        codes, scales = [], []
         with warnings.catch_warnings():  # the quantised-tensor API is deprecated, not gone
             warnings.simplefilter("ignore")
-            quantised = torch.quantize_per_channel(weight, scale, zero, 0, torch.qint8)
+            for weight in _weight_blocks(linear, blocks):
+                scale = (weight.abs().amax(dim=1).clamp(min=1e-12) / _WEIGHT_LEVELS).double()
+                zero = torch.zeros(len(weight), dtype=torch.long)
+                block = torch.quantize_per_channel(weight, scale, zero, 0, torch.qint8)
+                codes.append(block.int_repr())
+                scales.append(scale)
+            scale = torch.cat(scales)
+            zero = torch.zeros(len(scale), dtype=torch.long)
+            quantised = torch._make_per_channel_quantized_tensor(torch.cat(codes), scale, zero, 0)
             self.packed = torch.ops.quantized.linear_prepack(quantised, None)
         bias = linear.bias
         self.register_buffer("bias", None if bias is None else bias.detach().float())
@@ -142,12 +167,15 @@ INT8_LAYERS: dict[str, type[torch.nn.Module]] = {
 
 class WideningEmbedding(torch.nn.Module):
     """An embedding table kept in the 16-bit type it was stored in, whose looked-up rows are
-    float32: a float32 table's numbers (16-bit floats widen exactly) at half its memory, 272 MB
-    less on the 0.5B judge. The table is a plain attribute, so ``Module.float()`` keeps it."""
+    float32: a float32 table's numbers (16-bit floats widen exactly) at a quarter of its
+    memory. The table is the loaded weight as it is, in the weights file's memory map where
+    transformers mapped it, so only the rows looked up are ever read into memory (a few MB,
+    against 272 MB for the 0.5B judge's whole table). It is a plain attribute, so
+    ``Module.float()`` keeps it."""
 
     def __init__(self, embedding: torch.nn.Embedding) -> None:
         super().__init__()
-        self.table = embedding.weight.detach().clone()  # not a view of the weights file
+        self.table = embedding.weight.detach()
         self.padding_idx = embedding.padding_idx
         self.num_embeddings, self.embedding_dim = self.table.shape
 
@@ -155,7 +183,9 @@ class WideningEmbedding(torch.nn.Module):
         return torch.nn.functional.embedding(ids, self.table).float()
 
 
-def quantize_int8(model: torch.nn.Module, kind: str = "int8") -> torch.nn.Module:
+def quantize_int8(
+    model: torch.nn.Module, kind: str = "int8", weights: WeightsFile | None = None
+) -> torch.nn.Module:
     """``model`` with every Linear layer, the vocabulary projection included, replaced by the
     int8 layer of ``kind`` (:data:`INT8_LAYERS`; in place), and everything else in float32.
     The vocabulary projection is the largest Linear of a small model (136M of 494M weights for
@@ -164,12 +194,19 @@ def quantize_int8(model: torch.nn.Module, kind: str = "int8") -> torch.nn.Module
     A model loaded in its stored 16-bit type gives the numbers of one loaded in float32 (each
     weight widens exactly before it is quantised, the norms widen, the input embedding widens
     the rows it looks up: :class:`WideningEmbedding`) without a float32 copy of every weight
-    in memory: about 2.6 GB at the peak of loading the 0.5B judge instead of 4.0."""
+    in memory. With ``weights``, its checkpoint, every weight the file holds as the model does
+    is read from there a block of rows at a time, so that the pages of the mapped file are
+    never read (see :mod:`~hdeval.llm.local.weights_file`)."""
     layer = INT8_LAYERS[kind]
-    for module in list(model.modules()):
+
+    def blocks(name: str, like: torch.Tensor) -> Iterable[torch.Tensor]:
+        return weights.row_blocks(name) if weights and weights.holds(name, like) else ()
+
+    for path, module in list(model.named_modules()):
         for name, child in list(module.named_children()):
             if isinstance(child, torch.nn.Linear):
-                setattr(module, name, layer(child))
+                weight = f"{path}.{name}.weight".lstrip(".")
+                setattr(module, name, layer(child, blocks(weight, child.weight)))
     embedding = model.get_input_embeddings()
     if embedding.weight.dtype in (torch.bfloat16, torch.float16):
         model.set_input_embeddings(WideningEmbedding(embedding))
