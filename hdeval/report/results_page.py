@@ -26,9 +26,7 @@ RUNS = (
     ("docs/runs/summeval_80.json", "SummEval, all 80 development documents",
      "`params.yaml` with `data.n_docs: null`"),
     ("docs/runs/sfres.json", "Data-to-text: SFRES", "`params/sfres.yaml`"),
-    ("docs/runs/sfhot.json", "Data-to-text: SFHOT, 1.5B judge", "`params/sfhot.yaml`"),
-    ("docs/runs/sfhot_int8.json", "Data-to-text: SFHOT, 1.5B judge, AMX held off (fp32 + int8)",
-     "`benchmarks/default_run.py --params params/sfhot.yaml --isa avx512`"),
+    ("docs/runs/sfhot.json", "Data-to-text: SFHOT", "`params/sfhot.yaml`"),
     ("docs/runs/topical_chat.json", "Dialogue: Topical-Chat, 1.5B judge",
      "`params/topical_chat.yaml`"),
 )  # fmt: skip
