@@ -86,25 +86,23 @@ def scale_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _weight_blocks(
-    linear: torch.nn.Linear, blocks: Iterable[torch.Tensor]
+    linear: torch.nn.Linear, blocks: Iterable[torch.Tensor] | None
 ) -> Iterator[torch.Tensor]:
     """``linear``'s weight as float32 blocks of rows: ``blocks`` (its rows, read elsewhere in
-    order) where given, else its own weight. A layer is quantised block by block, so that only
-    one block is ever widened to float32 (per output channel, so the codes are those of the
-    whole weight at once)."""
-    given = False
-    for block in blocks:
-        given = True
-        yield block.float()
-    if not given:
-        yield from (block.float() for block in linear.weight.detach().split(BLOCK_ROWS))
+    order) where given, else its own weight's. A layer is quantised block by block, so that
+    only one block is ever widened to float32 (per output channel, so the codes are those of
+    the whole weight at once)."""
+    rows = linear.weight.detach().split(BLOCK_ROWS) if blocks is None else blocks
+    return (block.float() for block in rows)
 
 
 class Int8Linear(torch.nn.Module):
     """A :class:`torch.nn.Linear` with int8 weights per output channel and int8 activations per
     token, multiplied in int32."""
 
-    def __init__(self, linear: torch.nn.Linear, blocks: Iterable[torch.Tensor] = ()) -> None:
+    def __init__(
+        self, linear: torch.nn.Linear, blocks: Iterable[torch.Tensor] | None = None
+    ) -> None:
         super().__init__()
         codes, scales = [], []
         for weight in _weight_blocks(linear, blocks):
@@ -130,7 +128,9 @@ class FbgemmInt8Linear(torch.nn.Module):
     """A :class:`torch.nn.Linear` with int8 weights per output channel, multiplied by fbgemm's
     kernels with int8 activations per token and 7-bit weights (see the module)."""
 
-    def __init__(self, linear: torch.nn.Linear, blocks: Iterable[torch.Tensor] = ()) -> None:
+    def __init__(
+        self, linear: torch.nn.Linear, blocks: Iterable[torch.Tensor] | None = None
+    ) -> None:
         super().__init__()
         codes, scales = [], []
         with warnings.catch_warnings():  # the quantised-tensor API is deprecated, not gone
@@ -199,8 +199,8 @@ def quantize_int8(
     never read (see :mod:`~hdeval.llm.local.weights_file`)."""
     layer = INT8_LAYERS[kind]
 
-    def blocks(name: str, like: torch.Tensor) -> Iterable[torch.Tensor]:
-        return weights.row_blocks(name) if weights and weights.holds(name, like) else ()
+    def blocks(name: str, like: torch.Tensor) -> Iterable[torch.Tensor] | None:
+        return weights.row_blocks(name) if weights and weights.holds(name, like) else None
 
     for path, module in list(model.named_modules()):
         for name, child in list(module.named_children()):
