@@ -277,13 +277,14 @@ def test_int8_judge_loads_scores_close_to_fp32_and_has_its_own_identity(
 
 
 def test_fbgemm_int8_judge_stays_near_fp32_and_each_row_owns_its_numbers(
-    fp32_backend, embedded_dir, summeval_rows
+    fp32_backend, embedded_dir, summeval_rows, monkeypatch
 ):
     """``llm.quantize: int8_fbgemm`` (fbgemm's kernels, the fast int8 path without VNNI): every
     Linear layer is int8, the identity is its own, scores stay
     near fp32 (benchmarks/quantization.py: 0.013-0.020 nats per likelihood feature), and a
     text's likelihood alone equals its likelihood in a batch of others to 1e-6: the per-token
-    scaling and the fixed row make one pass's quantisation that of any other. Loaded from
+    scaling and the fixed row make one pass's quantisation that of any other, and so does a
+    text's vocabulary projection split into blocks of positions. Loaded from
     the stored bf16 weights, it computes what the same layers loaded in float32 compute."""
     import copy
 
@@ -313,6 +314,11 @@ def test_fbgemm_int8_judge_stays_near_fp32_and_each_row_owns_its_numbers(
     assert abs(alone - together[1]) <= 1e-6
     assert max(diffs) <= 0.3
     assert 0 < abs(alone - reference) <= 0.08
+    # the vocabulary projected PROJECTED_ROWS positions at a time: the whole projection's numbers
+    split = fb.token_logprobs(source, items[:1])[0]
+    monkeypatch.setattr("hdeval.llm.local.backend.PROJECTED_ROWS", len(split))
+    fb.forget()
+    assert len(split) > 32 and torch.equal(split, fb.token_logprobs(source, items[:1])[0])
     # loaded in its stored bf16 and widened as it is quantised: a float32 load's numbers
     assert isinstance(fb.model.get_input_embeddings(), WideningEmbedding)
     widened = quantize_int8(copy.deepcopy(fp32_backend.model), "int8_fbgemm")
