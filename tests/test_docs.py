@@ -11,6 +11,8 @@ from hdeval.params import Params
 from hdeval.params.reference import configuration_markdown
 
 REPO = Path(__file__).resolve().parents[1]
+#: The pages a user reads: docs/ and the README.
+PAGES = [*sorted((REPO / "docs").glob("*.md")), REPO / "README.md"]
 
 
 def test_configuration_reference_is_up_to_date() -> None:
@@ -37,7 +39,7 @@ def test_every_file_the_documents_name_exists() -> None:
     )
     missing = [
         f"{page.relative_to(REPO)}: {match[2]}"
-        for page in [*sorted((REPO / "docs").glob("*.md")), REPO / "README.md"]
+        for page in PAGES
         for match in named.finditer(page.read_text())
         if not match[1] and not (REPO / match[2]).exists()
     ]
@@ -98,8 +100,7 @@ def quoted_figures_that_differ(page: Path, root: Path = REPO) -> list[str]:
 
 
 def test_figures_quoted_from_records_are_the_records() -> None:
-    pages = [*sorted((REPO / "docs").glob("*.md")), REPO / "README.md"]
-    wrong = [line for page in pages for line in quoted_figures_that_differ(page)]
+    wrong = [line for page in PAGES for line in quoted_figures_that_differ(page)]
     assert not wrong, "\n".join(wrong)
 
 
@@ -146,12 +147,8 @@ def unquoted_figures(text: str) -> list[str]:
 
 
 def test_every_figure_of_the_written_pages_is_quoted_from_a_record() -> None:
-    pages = [p for p in sorted((REPO / "docs").glob("*.md")) if p.name not in UNQUOTED_PAGES]
-    unquoted = {
-        p.name: found
-        for p in [*pages, REPO / "README.md"]
-        if (found := unquoted_figures(p.read_text()))
-    }
+    written = [page for page in PAGES if page.name not in UNQUOTED_PAGES]
+    unquoted = {p.name: found for p in written if (found := unquoted_figures(p.read_text()))}
     assert not unquoted, f"figures that link to no record: {unquoted}"
 
 
